@@ -1,0 +1,1 @@
+"""The SRE dashboard (Streamlit) and the incident export."""

@@ -1,0 +1,1 @@
+"""Dashboard pages: plain Streamlit scripts."""

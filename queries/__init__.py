@@ -1,0 +1,1 @@
+"""The analytic layer: SQL views over the store, their catalog, alert rules."""

@@ -1,0 +1,91 @@
+-- spans: one row per span, identified by (trace_id, span_id), counted once however often an exporter retried it.
+-- Every OTLP field of the span, its resource and scope, plus the contract's columns resolved across the trace.
+--   trace_id: 32 lower-case hex digits.
+--   span_id: 16 lower-case hex digits.
+--   parent_span_id: the parent's span_id; null for a root span.
+--   trace_state: the W3C tracestate of the span.
+--   flags: OTLP span flags (W3C trace flags in the low byte).
+--   name: the span name.
+--   kind: unspecified / internal / server / client / producer / consumer.
+--   start_time_unix_nano: span start, Unix nanoseconds, by the emitting node's wall clock.
+--   end_time_unix_nano: span end; null when the span never ended.
+--   attributes: the span attributes as a JSON object.
+--   dropped_attributes_count: attributes the SDK dropped.
+--   events: the span events as a list of structs (time_unix_nano, name, attributes, dropped_attributes_count, hlc).
+--   dropped_events_count: events the SDK dropped.
+--   links: the span links as a list of structs (trace_id, span_id, trace_state, attributes, dropped_attributes_count, flags).
+--   dropped_links_count: links the SDK dropped.
+--   status_code: unset / ok / error.
+--   status_message: the status description.
+--   resource_attributes: the resource attributes as a JSON object.
+--   resource_dropped_attributes_count: resource attributes dropped.
+--   resource_schema_url: the resource's schema URL.
+--   scope_name: the instrumentation scope name.
+--   scope_version: the instrumentation scope version.
+--   scope_attributes: the scope attributes as a JSON object.
+--   scope_dropped_attributes_count: scope attributes dropped.
+--   scope_schema_url: the scope's schema URL.
+--   service_name: service.name of the resource.
+--   node: service.instance.id of the resource (else service.name): the node whose clock stamped the span.
+--   span_session_id: session.id (or gen_ai.conversation.id) as stamped on this span itself.
+--   span_turn_id: turnlens.turn.id as stamped on this span itself.
+--   layer: turnlens.layer, else inferred from other conventions; null when nothing tells.
+--   hlc: turnlens.hlc at span start, (physical_ms << 16) | logical; null when the span carries none.
+--   received_unix_nano: when a collector accepted the newest copy of the span.
+--   session_id: the session, from the outermost span of the trace that names one, else through a link, else the trace id.
+--   turn_id: the turn, resolved the same way: a trace with neither becomes a turn (and a session) of its own.
+--   wall_ns: start_time_unix_nano, named for what the timelines sort on when there is no HLC.
+--   duration_ms: end minus start in milliseconds; null when the span never ended.
+create or replace view spans as
+with stored as (
+    select * exclude (date)
+    from read_parquet({{segments}}, hive_partitioning = true, union_by_name = true)
+),
+
+unique_spans as (  -- exporters retry: the newest copy of a (trace_id, span_id) wins
+    select *
+    from stored
+    qualify row_number() over (partition by trace_id, span_id order by received_unix_nano desc) = 1
+),
+
+outermost_first as (  -- roots first, then by HLC, then by wall clock, the longest span first on ties
+    select
+        *,
+        struct_pack(
+            not_root := parent_span_id is not null,
+            hlc := coalesce(hlc, 9223372036854775807),
+            started := start_time_unix_nano,
+            ended := -coalesce(end_time_unix_nano, start_time_unix_nano)
+        ) as outer_rank
+    from unique_spans
+),
+
+trace_identity as (  -- where the spans of one trace disagree, the outermost span's value wins
+    select
+        trace_id,
+        arg_min(span_session_id, outer_rank) filter (where span_session_id is not null) as session_id,
+        arg_min(span_turn_id, outer_rank) filter (where span_turn_id is not null) as turn_id
+    from outermost_first
+    group by trace_id
+),
+
+linked_identity as (  -- a trace that names neither inherits through its links
+    select
+        s.trace_id,
+        min(coalesce(t.session_id, link.trace_id)) as session_id,
+        min(coalesce(t.turn_id, link.trace_id)) as turn_id
+    from (select trace_id, unnest(links) as link from unique_spans where len(links) > 0) as s
+    left join trace_identity as t on t.trace_id = s.link.trace_id
+    where s.link.trace_id <> s.trace_id
+    group by s.trace_id
+)
+
+select
+    s.* exclude (outer_rank),
+    coalesce(t.session_id, l.session_id, s.trace_id) as session_id,
+    coalesce(t.turn_id, l.turn_id, s.trace_id) as turn_id,
+    s.start_time_unix_nano as wall_ns,
+    (s.end_time_unix_nano - s.start_time_unix_nano) / 1e6 as duration_ms
+from outermost_first as s
+left join trace_identity as t using (trace_id)
+left join linked_identity as l using (trace_id);

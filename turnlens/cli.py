@@ -1,0 +1,48 @@
+"""The one `turnlens` command; each area of the code registers its own subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from turnlens import __version__
+
+# Each module exposes `register(subparsers)`, adding its subcommands with `set_defaults(func=...)`;
+# `func(args)` returns the process exit code. Listed here once so `turnlens --help` shows them in order.
+COMMAND_MODULES = (
+    "turnlens.collector.commands",  # collect, ingest
+    "turnlens.sample_data.commands",  # simulate
+    "turnlens.queries.commands",  # views, query, alerts
+    "turnlens.dashboard.commands",  # dashboard, export
+    "turnlens.demo",  # demo
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="turnlens", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"turnlens {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
