@@ -12,10 +12,12 @@ from turnlens import __version__
 # Each module exposes `register(subparsers)`, adding its subcommands with `set_defaults(func=...)`;
 # `func(args)` returns the process exit code. Listed here once so `turnlens --help` shows them in order.
 COMMAND_MODULES = (
-    "turnlens.collector.commands",  # collect, ingest
+    "turnlens.collector.commands",  # collect, ingest, compact
     "turnlens.sample_data.commands",  # simulate
-    "turnlens.queries.commands",  # views, query, alerts
-    "turnlens.dashboard.commands",  # dashboard, export
+    "turnlens.queries.commands",  # views, query
+    "turnlens.queries.alert_commands",  # alerts run, alerts test
+    "turnlens.dashboard.commands",  # dashboard
+    "turnlens.dashboard.export_commands",  # export
     "turnlens.demo",  # demo
 )
 

@@ -1,0 +1,26 @@
+"""Fixtures every test folder may use; each folder keeps its own conftest for the rest."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def output_dir() -> Path:
+    """Where tests leave artefacts a person may want to look at (screenshots, exports)."""
+    path = Path(os.environ.get("TURNLENS_TEST_OUTPUT", REPO / "test-output"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
