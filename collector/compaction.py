@@ -1,0 +1,307 @@
+"""Compaction and retention of the segment store, safe beside writers and readers.
+
+Segments are immutable once renamed into place, so every visible file is sealed. A compactor merges
+small segments of a date partition into one (durable before anything else happens) and only schedules
+the originals for deletion: they stay for a grace period because a reader may already have listed
+them, and the views de-duplicate the rows meanwhile. Retention schedules whole old partitions the same
+way. Schedules live in a small manifest, so a pass that dies half-way is finished by the next one. One
+maintenance pass at a time per store, by an fcntl lock file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from turnlens.collector import segments
+from turnlens.collector.schema import SEGMENT_SCHEMA
+
+DEFAULT_GRACE_S = 300.0  # far longer than any dashboard or alert query runs
+MANIFEST = "_maintenance.json"
+LOCK = "_maintenance.lock"
+SMALL_BYTES = 32 * 1024 * 1024  # a segment at least this large is left alone
+TARGET_BYTES = 256 * 1024 * 1024  # inputs of one merge add up to at most about this
+ROW_GROUP_ROWS = 64 * 1024  # rows held in memory at once while merging, and the merged row group size
+
+
+class CompactionBusy(Exception):
+    """Another process holds the store's maintenance lock."""
+
+
+@dataclass
+class CompactionResult:
+    """What one compaction pass did."""
+
+    merged_segments: int = 0  # new segments written
+    replaced_segments: int = 0  # small segments they replace (scheduled for deletion after the grace period)
+    rows: int = 0  # rows copied into new segments
+    deleted_files: int = 0  # files removed this pass because their grace period had passed
+    pending_files: int = 0  # files still waiting for their grace period
+    partitions: list[str] = field(default_factory=list)  # partitions that received a merged segment
+
+
+@dataclass
+class _Entry:
+    """Files to delete once `delete_after_unix` passed: the sources of a merge, or an expired partition."""
+
+    sources: list[str]  # relative to the segments root
+    delete_after_unix: float
+    output: str | None = None  # the merged segment replacing the sources; None for retention
+    published: bool = True  # False while the merged segment is not yet renamed into place
+
+    def files(self) -> set[str]:
+        return set(self.sources) | ({self.output} if self.output else set())
+
+
+class _Manifest:
+    """The pending deletions of a store, rewritten atomically; read and written only under the lock."""
+
+    def __init__(self, segments_root: Path) -> None:
+        self.path = segments_root / MANIFEST
+        self.entries: list[_Entry] = []
+        if self.path.exists():
+            data = json.loads(self.path.read_text())
+            self.entries = [_Entry(**entry) for entry in data.get("entries", [])]
+
+    def save(self) -> None:
+        tmp = self.path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
+        body = {"entries": [entry.__dict__ for entry in self.entries]}
+        tmp.write_text(json.dumps(body, indent=1))
+        segments.publish(tmp, self.path)
+
+    def scheduled(self) -> set[str]:
+        """Files that some entry will delete or has just produced: compaction leaves them alone."""
+        return set().union(*(entry.files() for entry in self.entries))
+
+    def pending_files(self) -> int:
+        return sum(len(entry.sources) for entry in self.entries)
+
+
+@contextmanager
+def maintenance_lock(segments_root: Path, timeout_s: float) -> Iterator[None]:
+    """Holds the store's maintenance lock (flock: per open file, released if the holder dies)."""
+    fd = os.open(segments_root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise CompactionBusy(f"another process is maintaining {segments_root}") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _sweep(segments_root: Path, manifest: _Manifest, now: float) -> int:
+    """Deletes the files whose grace period passed and forgets merges that never got published."""
+    deleted = 0
+    keep: list[_Entry] = []
+    emptied: set[Path] = set()
+    for entry in manifest.entries:
+        if not entry.published:
+            if not (segments_root / str(entry.output)).exists():
+                # The compactor died before renaming the merged segment into place: the sources stay
+                # (the temporary file was a dead process's and goes with the stale ones).
+                continue
+            entry.published = True  # it died after the rename: the merge is complete
+        if now < entry.delete_after_unix:
+            keep.append(entry)
+            continue
+        for name in entry.sources:
+            path = segments_root / name
+            try:
+                path.unlink()
+                deleted += 1
+                emptied.add(path.parent)
+            except FileNotFoundError:
+                pass
+    for directory in emptied:
+        segments.fsync_dir(directory)
+        if directory != (segments_root / segments.PLACEHOLDER).parent:
+            try:
+                directory.rmdir()  # only succeeds when empty; a writer recreates it when needed
+            except OSError:
+                pass
+    if keep != manifest.entries:
+        manifest.entries = keep
+        manifest.save()
+    return deleted
+
+
+def _merge(sources: list[Path], tmp: Path, row_group_rows: int) -> tuple[list[Path], int]:
+    """Copies the readable sources with the current schema into `tmp`; returns those merged and the rows."""
+    merged: list[Path] = []
+    rows = 0
+    buffer: list[pa.Table] = []
+    buffered = 0
+    with pq.ParquetWriter(str(tmp), SEGMENT_SCHEMA, compression=segments.COMPRESSION) as writer:
+        for path in sources:
+            try:
+                parquet = pq.ParquetFile(str(path))
+                if not parquet.schema_arrow.equals(SEGMENT_SCHEMA, check_metadata=False):
+                    continue  # another schema version: left as it is, the views union by name
+                table = parquet.read()
+            except (OSError, pa.ArrowException):
+                continue  # unreadable or gone: never delete what was not copied
+            merged.append(path)
+            rows += table.num_rows
+            buffer.append(table)
+            buffered += table.num_rows
+            if buffered >= row_group_rows:
+                writer.write_table(pa.concat_tables(buffer), row_group_size=row_group_rows)
+                buffer, buffered = [], 0
+        if buffer:
+            writer.write_table(pa.concat_tables(buffer), row_group_size=row_group_rows)
+    return merged, rows
+
+
+def _batches(files: list[Path], target_bytes: int) -> Iterator[list[Path]]:
+    """Consecutive runs of files adding up to about `target_bytes` each."""
+    batch: list[Path] = []
+    size = 0
+    for path, file_size in ((p, p.stat().st_size) for p in files):
+        if batch and size + file_size > target_bytes:
+            yield batch
+            batch, size = [], 0
+        batch.append(path)
+        size += file_size
+    if batch:
+        yield batch
+
+
+def _small_segments(
+    segments_root: Path, scheduled: set[str], small_bytes: int, min_age_s: float, now: float
+) -> dict[Path, list[Path]]:
+    """Per partition, the segments worth merging, oldest first."""
+    found: dict[Path, list[tuple[float, Path]]] = {}
+    for path in segments.segment_files(segments_root):
+        if str(path.relative_to(segments_root)) in scheduled:
+            continue
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        if stat.st_size < small_bytes and now - stat.st_mtime >= min_age_s:
+            found.setdefault(path.parent, []).append((stat.st_mtime, path))
+    return {partition: [p for _, p in sorted(files)] for partition, files in found.items()}
+
+
+def compact(
+    segments_root: Path,
+    next_name: Callable[[], str],
+    *,
+    min_segments: int = 8,
+    small_bytes: int = SMALL_BYTES,
+    target_bytes: int = TARGET_BYTES,
+    row_group_rows: int = ROW_GROUP_ROWS,
+    min_age_s: float = 0.0,
+    grace_s: float = DEFAULT_GRACE_S,
+    lock_timeout_s: float = 30.0,
+) -> CompactionResult:
+    """Merges runs of at least `min_segments` small segments per partition into one segment each.
+
+    The merged segment is durable and visible before its sources are scheduled for deletion; they are
+    deleted by a later pass once `grace_s` passed (by this one when grace_s is 0). Raises CompactionBusy
+    when another process holds the lock for longer than `lock_timeout_s`.
+    """
+    result = CompactionResult()
+    with maintenance_lock(segments_root, lock_timeout_s):
+        manifest = _Manifest(segments_root)
+        result.deleted_files += _sweep(segments_root, manifest, time.time())
+        segments.remove_stale_tmp(segments_root)
+        now = time.time()
+        candidates = _small_segments(segments_root, manifest.scheduled(), small_bytes, min_age_s, now)
+        for partition, files in candidates.items():
+            for batch in _batches(files, target_bytes):
+                if len(batch) < min_segments:
+                    continue
+                output = partition / next_name()
+                tmp = segments.tmp_path(output)
+                try:
+                    merged, rows = _merge(batch, tmp, row_group_rows)
+                    if len(merged) < 2:
+                        tmp.unlink()
+                        continue
+                    entry = _Entry(
+                        sources=[str(p.relative_to(segments_root)) for p in merged],
+                        delete_after_unix=time.time() + grace_s,
+                        output=str(output.relative_to(segments_root)),
+                        published=False,
+                    )
+                    manifest.entries.append(entry)
+                    manifest.save()  # the intent first: a crash after the rename still deletes the sources
+                    segments.publish(tmp, output)
+                except BaseException:
+                    tmp.unlink(missing_ok=True)
+                    raise
+                entry.published = True
+                manifest.save()
+                result.merged_segments += 1
+                result.replaced_segments += len(merged)
+                result.rows += rows
+                result.partitions.append(partition.name)
+        if grace_s <= 0:
+            result.deleted_files += _sweep(segments_root, manifest, time.time())
+        result.pending_files = manifest.pending_files()
+    return result
+
+
+def expired_partitions(segments_root: Path, max_age_s: float, now: float) -> list[Path]:
+    """Partitions whose whole day ended more than `max_age_s` before `now`."""
+    cutoff = dt.datetime.fromtimestamp(now - max_age_s, tz=dt.UTC)
+    expired = []
+    for directory in sorted(segments_root.iterdir()):
+        day = segments.partition_day(directory)
+        if day is None or not directory.is_dir():
+            continue
+        day_end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+        if day_end <= cutoff:
+            expired.append(directory)
+    return expired
+
+
+def apply_retention(
+    segments_root: Path, max_age_s: float, *, grace_s: float = DEFAULT_GRACE_S, lock_timeout_s: float = 30.0
+) -> int:
+    """Schedules every segment of the expired partitions for deletion after `grace_s`; returns the partitions.
+
+    The placeholder segment stays, so the views still bind on a store whose data all expired.
+    """
+    dropped = 0
+    with maintenance_lock(segments_root, lock_timeout_s):
+        manifest = _Manifest(segments_root)
+        now = time.time()
+        _sweep(segments_root, manifest, now)
+        already = {name for entry in manifest.entries if entry.output is None for name in entry.sources}
+        placeholder = segments_root / segments.PLACEHOLDER
+        for directory in expired_partitions(segments_root, max_age_s, now):
+            files = [
+                str(p.relative_to(segments_root))
+                for p in sorted(directory.glob(f"*{segments.SEGMENT_SUFFIX}"))
+                if p != placeholder
+            ]
+            files = [name for name in files if name not in already]
+            if files:
+                manifest.entries.append(_Entry(sources=files, delete_after_unix=now + grace_s))
+                dropped += 1
+        if dropped:
+            manifest.save()
+        if grace_s <= 0:
+            _sweep(segments_root, manifest, time.time())
+    return dropped

@@ -1,0 +1,350 @@
+"""The span store: Parquet segments written by group commit, so a collector acknowledges only durable spans.
+
+Many request threads call `Store.append`; one writer thread gathers what arrived, writes it as one
+segment per UTC day (temporary name, fsync, rename, fsync directory) and only then wakes the callers
+whose rows it held. Readers see a segment as soon as it is renamed; DuckDB reads them through the
+glob `segments_glob`. Compaction and retention live in compaction.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+from turnlens.collector import compaction, segments
+from turnlens.collector.compaction import CompactionResult
+from turnlens.collector.schema import SEGMENT_SCHEMA
+
+_WRITER_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d|w)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
+
+
+class StoreOverloaded(Exception):
+    """The backlog of appended but not yet durable rows is full: nothing of this append was stored."""
+
+    def __init__(self, retry_after_s: float, backlog_rows: int) -> None:
+        super().__init__(f"store backlog full ({backlog_rows} rows waiting); retry in {retry_after_s:.1f} s")
+        self.retry_after_s = retry_after_s
+        self.backlog_rows = backlog_rows
+
+
+class StoreClosed(Exception):
+    """The store was closed: it accepts no more rows."""
+
+
+class StoreWriteError(Exception):
+    """Writing the segment that held these rows failed (disk full, permissions): they are not acknowledged."""
+
+
+@dataclass
+class StoreStats:
+    """Counters of one Store since it was opened, for the collector's log and the benchmarks."""
+
+    segments_written: int = 0
+    rows_written: int = 0
+    bytes_written: int = 0
+    appends: int = 0
+    overloaded: int = 0
+    write_errors: int = 0
+    write_seconds: float = 0.0  # wall time inside segment writes, fsyncs included
+    backlog_rows: int = 0
+
+
+@dataclass
+class _Group:
+    """Appends that are written together and acknowledged together."""
+
+    first_at: float
+    tables: list[pa.Table] = field(default_factory=list)
+    rows: int = 0
+    nbytes: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration such as "30d", "12h", "90s", "1h30m", "250ms" or a bare number of seconds."""
+    cleaned = text.strip().lower()
+    try:
+        return float(cleaned)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(cleaned)
+    if not parts or _DURATION.sub("", cleaned).strip():
+        raise ValueError(f"not a duration: {text!r} (expected e.g. 30d, 12h, 15m, 90s)")
+    return sum(float(number) * _UNIT_S[unit] for number, unit in parts)
+
+
+def default_writer_id() -> str:
+    """hostname-pid-random: unique across processes, machines and restarts."""
+    return f"{segments.host_tag()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class Store:
+    """A directory of Hive-partitioned Parquet segments; `append` returns once the rows are durable.
+
+    Options:
+      flush_interval_s: the longest an appended row waits before its segment is written.
+      flush_rows: write at once when this many rows are waiting.
+      idle_s: write early when no append arrived for this long (every sender is waiting for us).
+      max_backlog_rows / max_backlog_bytes: rows (Arrow bytes) appended but not yet durable; past
+        either, append raises StoreOverloaded. A single append larger than the limit is accepted when
+        nothing else waits, so memory is bounded by the limit plus one request.
+      compact_interval_s: run compaction (and retention when retention_s is set) in a background
+        thread this often; None leaves it to `turnlens compact`.
+      grace_s: how long replaced segments stay on disk after compaction or retention, so readers that
+        already listed them do not fail.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        writer_id: str | None = None,
+        flush_interval_s: float = 0.1,
+        flush_rows: int = 16_384,
+        idle_s: float = 0.01,
+        max_backlog_rows: int = 200_000,
+        max_backlog_bytes: int = 256 * 1024 * 1024,
+        compact_interval_s: float | None = None,
+        retention_s: float | None = None,
+        grace_s: float = compaction.DEFAULT_GRACE_S,
+    ) -> None:
+        self.root = Path(root).resolve()
+        self.writer_id = writer_id or default_writer_id()
+        if not _WRITER_ID.match(self.writer_id):
+            raise ValueError(f"writer_id may hold only letters, digits, '_', '.', '-': {self.writer_id!r}")
+        self.flush_interval_s = flush_interval_s
+        self.flush_rows = flush_rows
+        self.idle_s = idle_s
+        self.max_backlog_rows = max_backlog_rows
+        self.max_backlog_bytes = max_backlog_bytes
+        self.retention_s = retention_s
+        self.grace_s = grace_s
+        self.stats = StoreStats()
+
+        self.segments_root = self.root / segments.SEGMENTS_DIR
+        self.segments_root.mkdir(parents=True, exist_ok=True)
+        segments.ensure_layout(self.segments_root)
+        segments.remove_stale_tmp(self.segments_root)
+
+        self._seq = itertools.count(1)
+        self._cond = threading.Condition()
+        self._open: _Group | None = None  # accepting appends
+        self._backlog_rows = 0  # open group + the group being written
+        self._backlog_bytes = 0
+        self._last_append_at = 0.0
+        self._flush_requested = False
+        self._closed = False
+        self._in_flight: _Group | None = None  # taken by the writer, not yet durable
+        self._rows_per_s = 100_000.0  # smoothed write rate, for the retry hint
+        self._writer = threading.Thread(target=self._write_loop, name="store-writer", daemon=True)
+        self._writer.start()
+
+        self._stop_maintenance = threading.Event()
+        self._maintenance: threading.Thread | None = None
+        if compact_interval_s is not None:
+            self._maintenance = threading.Thread(
+                target=self._maintain_loop, args=(compact_interval_s,), name="store-maintenance", daemon=True
+            )
+            self._maintenance.start()
+
+    # --- reading side -------------------------------------------------------------------------
+
+    @property
+    def segments_glob(self) -> str:
+        """Absolute glob over every segment file; temporary files never match it."""
+        return str(self.segments_root / "*" / f"*{segments.SEGMENT_SUFFIX}")
+
+    # --- writing side -------------------------------------------------------------------------
+
+    def append(self, table: pa.Table) -> None:
+        """Stores the rows of `table` (SEGMENT_SCHEMA); returns once they are durable.
+
+        Raises StoreOverloaded (nothing stored) when the backlog is full, StoreClosed after close(),
+        StoreWriteError when the segment could not be written.
+        """
+        table = _conform(table)
+        if table.num_rows == 0:
+            return
+        rows, nbytes = table.num_rows, table.nbytes
+        with self._cond:
+            if self._closed:
+                raise StoreClosed("the store is closed")
+            if self._backlog_rows and (
+                self._backlog_rows + rows > self.max_backlog_rows
+                or self._backlog_bytes + nbytes > self.max_backlog_bytes
+            ):
+                self.stats.overloaded += 1
+                raise StoreOverloaded(self._retry_hint(), self._backlog_rows)
+            now = time.monotonic()
+            group = self._open
+            if group is None:
+                group = self._open = _Group(first_at=now)
+                self._cond.notify_all()
+            group.tables.append(table)
+            group.rows += rows
+            group.nbytes += nbytes
+            self._backlog_rows += rows
+            self._backlog_bytes += nbytes
+            self._last_append_at = now
+            self.stats.appends += 1
+            if group.rows >= self.flush_rows:
+                self._cond.notify_all()
+        group.done.wait()
+        if group.error is not None:
+            raise StoreWriteError(f"segment write failed: {group.error}") from group.error
+
+    def flush(self) -> None:
+        """Writes what was appended so far without waiting for the flush interval; returns once durable."""
+        with self._cond:
+            group = self._open
+            if group is None:
+                group = self._in_flight
+            else:
+                self._flush_requested = True
+                self._cond.notify_all()
+        if group is not None:
+            group.done.wait()
+
+    def close(self) -> None:
+        """Writes what was appended, stops the writer and the maintenance thread. Idempotent."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._writer.join()
+        self._stop_maintenance.set()
+        if self._maintenance is not None:
+            self._maintenance.join()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- maintenance --------------------------------------------------------------------------
+
+    def compact(
+        self,
+        *,
+        min_segments: int = 8,
+        small_bytes: int = compaction.SMALL_BYTES,
+        target_bytes: int = compaction.TARGET_BYTES,
+        min_age_s: float = 0.0,
+        grace_s: float | None = None,
+        lock_timeout_s: float = 30.0,
+    ) -> CompactionResult:
+        """Merges small segments of each date partition into larger ones; see compaction.compact."""
+        return compaction.compact(
+            self.segments_root,
+            self._next_segment_name,
+            min_segments=min_segments,
+            small_bytes=small_bytes,
+            target_bytes=target_bytes,
+            min_age_s=min_age_s,
+            grace_s=self.grace_s if grace_s is None else grace_s,
+            lock_timeout_s=lock_timeout_s,
+        )
+
+    def apply_retention(self, max_age_s: float, *, grace_s: float | None = None) -> int:
+        """Drops the date partitions whose every span started more than `max_age_s` ago; returns how many."""
+        return compaction.apply_retention(
+            self.segments_root, max_age_s, grace_s=self.grace_s if grace_s is None else grace_s
+        )
+
+    def _maintain_loop(self, interval_s: float) -> None:
+        while not self._stop_maintenance.wait(interval_s):
+            try:
+                if self.retention_s is not None:
+                    self.apply_retention(self.retention_s)
+                self.compact(lock_timeout_s=0.0)
+            except compaction.CompactionBusy:
+                continue  # another process is compacting this store right now; try next interval
+            except Exception as exc:  # noqa: BLE001 - a failed pass must not stop ingestion; next pass retries
+                print(f"turnlens store: maintenance pass failed: {exc!r}", flush=True)
+
+    # --- the writer thread --------------------------------------------------------------------
+
+    def _next_segment_name(self) -> str:
+        return f"{self.writer_id}-{next(self._seq):08d}{segments.SEGMENT_SUFFIX}"
+
+    def _retry_hint(self) -> float:
+        return min(30.0, max(0.1, self._backlog_rows / max(self._rows_per_s, 1.0)))
+
+    def _due(self, group: _Group, now: float) -> float:
+        """Seconds until `group` must be written (0 or less: now)."""
+        if self._closed or self._flush_requested or group.rows >= self.flush_rows:
+            return 0.0
+        return min(group.first_at + self.flush_interval_s, self._last_append_at + self.idle_s) - now
+
+    def _take_group(self) -> _Group | None:
+        """Waits until the open group is due, then takes it; None once closed with nothing left."""
+        with self._cond:
+            while True:
+                group = self._open
+                if group is None:
+                    if self._closed:
+                        return None
+                    self._cond.wait()
+                    continue
+                wait = self._due(group, time.monotonic())
+                if wait <= 0:
+                    self._open = None
+                    self._flush_requested = False
+                    self._in_flight = group
+                    return group
+                self._cond.wait(wait)
+
+    def _write_loop(self) -> None:
+        while (group := self._take_group()) is not None:
+            started = time.monotonic()
+            try:
+                written = self._write_group(group)
+            except BaseException as exc:  # noqa: BLE001 - handed to every caller of the group
+                group.error = exc
+                written = 0
+            elapsed = time.monotonic() - started
+            with self._cond:
+                self._in_flight = None
+                self._backlog_rows -= group.rows
+                self._backlog_bytes -= group.nbytes
+                self.stats.backlog_rows = self._backlog_rows
+                self.stats.write_seconds += elapsed
+                if group.error is None:
+                    self.stats.rows_written += group.rows
+                    self.stats.bytes_written += written
+                    rate = group.rows / max(elapsed, 1e-3)
+                    self._rows_per_s = 0.8 * self._rows_per_s + 0.2 * rate
+                else:
+                    self.stats.write_errors += 1
+            group.done.set()
+
+    def _write_group(self, group: _Group) -> int:
+        """One segment per UTC day of span start, each durable before the group is acknowledged."""
+        table = pa.concat_tables(group.tables)
+        written = 0
+        for day, rows in segments.split_by_day(table):
+            final = self.segments_root / segments.partition_name(day) / self._next_segment_name()
+            written += segments.write_segment(rows, final)
+            self.stats.segments_written += 1
+        return written
+
+
+def _conform(table: pa.Table) -> pa.Table:
+    """`table` in SEGMENT_SCHEMA, or ValueError: a segment must be readable beside every other one."""
+    if table.schema.equals(SEGMENT_SCHEMA, check_metadata=False):
+        return table
+    if table.schema.names != SEGMENT_SCHEMA.names:
+        raise ValueError(
+            "append expects collector.schema.SEGMENT_SCHEMA columns; got " + ", ".join(table.schema.names)
+        )
+    return table.cast(SEGMENT_SCHEMA)
