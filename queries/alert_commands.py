@@ -1,0 +1,191 @@
+"""`turnlens alerts run | test | list`: scheduled evaluation with exit codes a scheduler can act on."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+from turnlens.queries import alerting
+from turnlens.queries.alert_testing import run_test_file
+from turnlens.queries.catalog import CATALOG_FILE, connect
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    alerts = subparsers.add_parser("alerts", help="evaluate alert rules on a schedule; test rules")
+    sub = alerts.add_subparsers(dest="alerts_command", metavar="ACTION", required=True)
+
+    run = sub.add_parser(
+        "run",
+        help="evaluate every rule once (or every --every), keep state, notify",
+        description="Exit codes: 0 nothing firing, 1 warning firing, 2 critical firing, 3 error.",
+    )
+    run.add_argument("--store", required=True, type=Path, help="the store directory")
+    run.add_argument(
+        "--rules", type=Path, default=alerting.ALERTS_DIR, help="folder of rule files with _order"
+    )
+    run.add_argument(
+        "--at", help="evaluate at this ISO-8601 UTC time instead of now (replay an old incident)"
+    )
+    run.add_argument("--until", help="with --at and --every: step the evaluation time up to here, no waiting")
+    run.add_argument("--every", help="evaluate on this interval (e.g. 60s) until interrupted")
+    run.add_argument(
+        "--notify",
+        action="append",
+        metavar="TARGET",
+        help="stdout (default), file:PATH, webhook:URL, alertmanager:URL; repeatable",
+    )
+    run.add_argument(
+        "--state",
+        type=Path,
+        help="alert state file (default DIR/alerts/state.json); give another for a replay",
+    )
+    run.set_defaults(func=cmd_run)
+
+    test = sub.add_parser("test", help="run rule test files (given rows → expected alerts)")
+    test.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    test.set_defaults(func=cmd_test)
+
+    listing = sub.add_parser("list", help="print the rule catalogue")
+    listing.add_argument("--rules", type=Path, default=alerting.ALERTS_DIR)
+    listing.add_argument("--markdown", action="store_true", help="as a Markdown table")
+    listing.set_defaults(func=cmd_list)
+
+
+def _schedule(args: argparse.Namespace, every: timedelta | None) -> Iterator[datetime]:
+    """Evaluation times: one (`--at` or now); `--at … --until … --every` steps a replay without
+    waiting; `--every` alone follows the wall clock, sleeping between runs."""
+    if args.at:
+        at = alerting.parse_time(args.at)
+        until = alerting.parse_time(args.until) if args.until else at
+        step = every or timedelta(minutes=1)
+        while at <= until:
+            yield at
+            at += step
+        return
+    while True:
+        started = time.monotonic()
+        yield datetime.now(UTC)
+        if every is None:
+            return
+        time.sleep(max(0.0, every.total_seconds() - (time.monotonic() - started)))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        targets = args.notify or ["stdout"]
+        for target in targets:
+            alerting.check_target(target)
+        every = alerting.parse_duration(args.every) if args.every else None
+        if args.until and not args.at:
+            raise ValueError("--until needs --at")
+        rules = alerting.load_rules(args.rules)
+    except (ValueError, alerting.RuleError) as exc:
+        print(f"turnlens alerts: {exc}", file=sys.stderr)
+        return alerting.EXIT_ERROR
+    if not (args.store / CATALOG_FILE).exists():
+        print(f"turnlens alerts: no catalog at {args.store / CATALOG_FILE}", file=sys.stderr)
+        return alerting.EXIT_ERROR
+    resend = 4 * max(every or timedelta(minutes=1), timedelta(minutes=1))
+    code = alerting.EXIT_OK
+    try:
+        with alerting.locked_state(args.store, args.state) as state_path:
+            state = alerting.AlertState.load(state_path)
+            for at in _schedule(args, every):
+                code = _evaluate(args.store, rules, state, state_path, at, targets, resend)
+    except KeyboardInterrupt:
+        pass
+    except RuntimeError as exc:
+        print(f"turnlens alerts: {exc}", file=sys.stderr)
+        return alerting.EXIT_ERROR
+    return code
+
+
+def _evaluate(
+    store: Path,
+    rules: list[alerting.Rule],
+    state: alerting.AlertState,
+    state_path: Path,
+    at: datetime,
+    targets: list[str],
+    resend: timedelta,
+) -> int:
+    """One evaluation: rules, state saved, history appended, every target told. Returns the exit code."""
+    if state.evaluated_at and at < alerting.parse_time(state.evaluated_at):
+        print(
+            f"turnlens alerts: {state_path} was last evaluated at {state.evaluated_at}, after "
+            f"{alerting.iso(at)}; replay with --state pointing at another file",
+            file=sys.stderr,
+        )
+        return alerting.EXIT_ERROR
+    try:
+        con = connect(store)  # reopened each time: the catalog may have been rewritten since
+    except duckdb.Error as exc:
+        print(f"turnlens alerts: cannot open the catalog: {exc}", file=sys.stderr)
+        return alerting.EXIT_ERROR
+    try:
+        result = alerting.run_once(con, rules, state, at)
+    finally:
+        con.close()
+    state.save(state_path)
+    alerting.append_history(state_path, result.transitions)
+    errors = list(result.errors)
+    for target in targets:
+        try:
+            alerting.notify(target, result.transitions, state, at, resend)
+        except (OSError, ValueError) as exc:
+            errors.append(f"notify {target}: {exc}")
+    for error in errors:
+        print(f"turnlens alerts: {error}", file=sys.stderr)
+    pending = sum(1 for a in state.alerts.values() if a.state == "pending")
+    critical = sum(1 for a in result.firing if a.severity == "critical")
+    news = sum(1 for t in result.transitions if t.status == "firing")
+    gone = len(result.transitions) - news
+    print(
+        f"turnlens alerts {alerting.iso(at)}: {len(result.firing)} firing ({critical} critical), "
+        f"{pending} pending; {news} started, {gone} resolved",
+        file=sys.stderr,
+    )
+    return alerting.EXIT_ERROR if errors else result.exit_code
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    failed = 0
+    for path in args.files:
+        try:
+            rule, cases = run_test_file(path)
+        except (OSError, ValueError, alerting.RuleError) as exc:
+            print(f"{path}: ERROR {exc}")
+            return alerting.EXIT_ERROR
+        for case in cases:
+            print(f"{path.name} [{rule.name}] {case.name}: {'ok' if case.passed else 'FAILED'}")
+            for failure in case.failures:
+                print(f"    {failure}")
+            failed += not case.passed
+    print("SUCCESS" if not failed else f"FAILED: {failed} case(s)")
+    return 0 if not failed else 1
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    try:
+        rules = alerting.load_rules(args.rules)
+    except alerting.RuleError as exc:
+        print(f"turnlens alerts: {exc}", file=sys.stderr)
+        return alerting.EXIT_ERROR
+    if args.markdown:
+        print("| alert | severity | labels | for | fires when |")
+        print("|---|---|---|---|---|")
+    for rule in rules:
+        labels = ", ".join(f"{k}={v}" for k, v in rule.labels.items())
+        if args.markdown:
+            print(
+                f"| `{rule.name}` | {rule.severity} | {labels} | {alerting.format_duration(rule.for_)} "
+                f"| {rule.grain} |"
+            )
+        else:
+            print(f"{rule.name:34} {rule.severity:8} {alerting.format_duration(rule.for_):>4}  {rule.grain}")
+    return 0

@@ -1,0 +1,282 @@
+"""`turnlens alerts run` on a store: pending → firing → resolved across runs, `for`, exit codes, notifiers."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import jsonschema
+import payload_schemas  # loaded by conftest.py (importlib mode puts no test folder on sys.path)
+import pytest
+from turnlens.queries import alerting
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)  # the cancel of the incident
+T0_MS = int(T0.timestamp() * 1000)
+
+RECENT_CANCEL = """\
+-- One row per turn whose cancel was requested in the five minutes before the evaluation.
+-- name: RecentCancel
+-- severity: {severity}
+-- labels: priority=P1
+-- for: 2m
+-- summary: Turn {{turn_id}} was cancelled
+-- description: Session {{session_id}} cancelled turn {{turn_id}}.
+-- runbook: Nothing to do; this rule exists for the tests.
+select session_id, turn_id, count(*) as value
+from span_events
+where name = 'cancel.requested'
+  and (hlc >> 16) <= $at_ms
+  and (hlc >> 16) > $at_ms - 5 * 60 * 1000
+group by session_id, turn_id
+"""
+
+
+def at(delta: timedelta) -> str:
+    return (T0 + delta).isoformat().replace("+00:00", "Z")
+
+
+def rules_dir(tmp_path: Path, severity: str = "critical") -> Path:
+    folder = tmp_path / f"rules-{severity}"
+    folder.mkdir()
+    (folder / "recent_cancel.sql").write_text(RECENT_CANCEL.format(severity=severity))
+    (folder / "_order").write_text("recent_cancel.sql\n")
+    return folder
+
+
+@pytest.fixture
+def store(builder, tmp_path: Path) -> Path:
+    """Two turns; one cancelled at T0, the other completed, a minute earlier."""
+    builder.span(
+        session="s1",
+        turn="t1",
+        layer="stream",
+        name="stream",
+        start_ms=T0_MS - 2000,
+        end_ms=T0_MS + 80,
+        events=[
+            ("cancel.requested", T0_MS, {"turnlens.cancel.origin": "user_clicked"}),
+            ("cancel.acknowledged", T0_MS + 80, {}),
+        ],
+    )
+    builder.span(
+        session="s2",
+        turn="t9",
+        layer="stream",
+        name="stream",
+        start_ms=T0_MS - 60_000,
+        end_ms=T0_MS - 50_000,
+        events=[("stream.completed", T0_MS - 50_000, {})],
+    )
+    return builder.write(_queries_dir())
+
+
+def _queries_dir() -> Path | None:
+    """The real SQL folder, unless TURNLENS_TEST_QUERIES_DIR points at a copy (a view is half-written)."""
+    value = os.environ.get("TURNLENS_TEST_QUERIES_DIR")
+    return Path(value) if value else None
+
+
+def lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_pending_then_firing_then_resolved_across_runs(turnlens, store: Path, tmp_path: Path) -> None:
+    rules = rules_dir(tmp_path)
+    run = lambda t: turnlens("alerts", "run", "--store", store, "--rules", rules, "--at", at(t))  # noqa: E731
+
+    code, out, _ = run(timedelta(minutes=-1))
+    assert (code, lines(out)) == (0, [])
+
+    code, out, _ = run(timedelta(seconds=30))  # active, but `for` is 2m: pending, nobody paged
+    assert (code, lines(out)) == (0, [])
+    state = json.loads((store / "alerts" / "state.json").read_text())
+    assert [a["state"] for a in state["alerts"].values()] == ["pending"]
+
+    code, out, _ = run(timedelta(minutes=2, seconds=29))  # 1m59s after it became active: still pending
+    assert (code, lines(out)) == (0, [])
+
+    code, out, _ = run(timedelta(minutes=2, seconds=30))
+    (page,) = lines(out)
+    assert code == 2
+    assert page["status"] == "firing"
+    assert page["labels"] == {
+        "alertname": "RecentCancel",
+        "severity": "critical",
+        "priority": "P1",
+        "session_id": "s1",
+        "turn_id": "t1",
+    }
+    assert page["annotations"]["summary"] == "Turn t1 was cancelled"
+    assert page["startsAt"] == at(timedelta(minutes=2, seconds=30)).replace("Z", ".000Z")
+
+    code, out, _ = run(timedelta(minutes=3))  # still firing: the scheduler still sees 2, nobody is re-paged
+    assert (code, lines(out)) == (2, [])
+
+    code, out, _ = run(timedelta(minutes=6))  # the cancel left the 5-minute window
+    (resolved,) = lines(out)
+    assert code == 0
+    assert resolved["status"] == "resolved"
+    assert resolved["fingerprint"] == page["fingerprint"]
+    assert resolved["endsAt"] == at(timedelta(minutes=6)).replace("Z", ".000Z")
+
+    history = alerting.load_history(store)
+    assert [h["status"] for h in history] == ["firing", "resolved"]
+
+
+def test_a_condition_that_vanishes_while_pending_never_pages(turnlens, store: Path, tmp_path: Path) -> None:
+    rules = rules_dir(tmp_path)
+    for t in (timedelta(minutes=4), timedelta(minutes=5, seconds=30), timedelta(minutes=8)):
+        code, out, _ = turnlens("alerts", "run", "--store", store, "--rules", rules, "--at", at(t))
+        assert (code, lines(out)) == (0, [])
+    assert alerting.load_history(store) == []
+
+
+def test_warning_exits_1(turnlens, store: Path, tmp_path: Path) -> None:
+    rules = rules_dir(tmp_path, severity="warning")
+    code, out, _ = turnlens(
+        "alerts",
+        "run",
+        "--store",
+        store,
+        "--rules",
+        rules,
+        "--at",
+        at(timedelta(seconds=10)),
+        "--until",
+        at(timedelta(minutes=3)),
+        "--every",
+        "1m",
+    )
+    assert code == 1
+    assert [p["labels"]["severity"] for p in lines(out)] == ["warning"]
+
+
+def test_errors_exit_3(turnlens, store: Path, tmp_path: Path) -> None:
+    rules = rules_dir(tmp_path)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "_order").write_text("bad.sql\n")
+    (broken / "bad.sql").write_text(
+        RECENT_CANCEL.format(severity="critical").replace("span_events", "no_such_view")
+    )
+    assert turnlens("alerts", "run", "--store", store, "--rules", broken, "--at", at(timedelta(0)))[0] == 3
+    (broken / "bad.sql").write_text(RECENT_CANCEL.format(severity="urgent"))
+    code, _, err = turnlens("alerts", "run", "--store", store, "--rules", broken)
+    assert code == 3 and "severity 'urgent'" in err
+    assert turnlens("alerts", "run", "--store", tmp_path / "nowhere", "--rules", rules)[0] == 3
+    assert turnlens("alerts", "run", "--store", store, "--rules", rules, "--notify", "pager:x")[0] == 3
+    unreachable = "webhook:http://127.0.0.1:9/hook"  # discard port: nothing listens
+    code, _, err = turnlens(
+        "alerts",
+        "run",
+        "--store",
+        store,
+        "--rules",
+        rules,
+        "--notify",
+        unreachable,
+        "--at",
+        at(timedelta(seconds=10)),
+    )
+    assert code == 0  # nothing fired, so nothing was sent
+    code, _, err = turnlens(
+        "alerts",
+        "run",
+        "--store",
+        store,
+        "--rules",
+        rules,
+        "--notify",
+        unreachable,
+        "--at",
+        at(timedelta(minutes=3)),
+    )
+    assert code == 3 and "notify webhook" in err
+
+
+def test_time_going_backwards_needs_its_own_state_file(turnlens, store: Path, tmp_path: Path) -> None:
+    rules = rules_dir(tmp_path)
+    assert (
+        turnlens("alerts", "run", "--store", store, "--rules", rules, "--at", at(timedelta(hours=1)))[0] == 0
+    )
+    code, _, err = turnlens(
+        "alerts", "run", "--store", store, "--rules", rules, "--at", at(timedelta(minutes=3))
+    )
+    assert code == 3 and "--state" in err
+    replay = tmp_path / "replay.json"
+    code, out, _ = turnlens(
+        "alerts",
+        "run",
+        "--store",
+        store,
+        "--rules",
+        rules,
+        "--state",
+        replay,
+        "--at",
+        at(timedelta(0)),
+        "--until",
+        at(timedelta(minutes=10)),
+        "--every",
+        "30s",
+    )
+    assert [p["status"] for p in lines(out)] == ["firing", "resolved"]
+    assert [h["status"] for h in alerting.load_history(store)] == []  # the replay's history is its own
+    assert [h["status"] for h in lines(replay.with_name("history.jsonl").read_text())] == [
+        "firing",
+        "resolved",
+    ]
+
+
+def test_webhook_and_alertmanager_receive_valid_payloads(
+    turnlens, store: Path, tmp_path: Path, receiver
+) -> None:
+    rules = rules_dir(tmp_path)
+    notify = [
+        "--notify",
+        f"webhook:{receiver.url}/hook",
+        "--notify",
+        f"alertmanager:{receiver.url}",
+        "--notify",
+        f"file:{tmp_path / 'pages.jsonl'}",
+    ]
+    for t in (
+        timedelta(seconds=30),
+        timedelta(minutes=2, seconds=30),
+        timedelta(minutes=3),
+        timedelta(minutes=6),
+    ):
+        turnlens("alerts", "run", "--store", store, "--rules", rules, "--at", at(t), *notify)
+
+    hooks = receiver.bodies("/hook")
+    for payload in hooks:
+        jsonschema.validate(payload, payload_schemas.WEBHOOK_V4)
+    assert [h["status"] for h in hooks] == ["firing", "resolved"]  # the second firing run re-paged nobody
+    assert hooks[0]["groupLabels"] == {"alertname": "RecentCancel"}
+    assert hooks[0]["alerts"][0]["endsAt"] == "0001-01-01T00:00:00Z"
+    assert hooks[1]["alerts"][0]["endsAt"] == at(timedelta(minutes=6)).replace("Z", ".000Z")
+    assert all(r["content_type"] == "application/json" for r in receiver.requests)
+
+    posts = receiver.bodies("/api/v2/alerts")
+    for body in posts:
+        jsonschema.validate(body, payload_schemas.POSTABLE_ALERTS)
+    assert len(posts) == 3  # firing re-sent at 2m30 and 3m, then the resolution; nothing while pending
+    first, again, resolved = (body[0] for body in posts)
+    assert first["labels"] == again["labels"] == resolved["labels"]
+    assert first["startsAt"] == again["startsAt"] == resolved["startsAt"]
+    assert datetime.fromisoformat(again["endsAt"]) > T0 + timedelta(minutes=3)  # kept alive past the next run
+    assert resolved["endsAt"] == at(timedelta(minutes=6)).replace("Z", ".000Z")
+
+    recorded = lines((tmp_path / "pages.jsonl").read_text())
+    assert [r["status"] for r in recorded] == ["firing", "resolved"]
+
+
+def test_two_runners_never_interleave(store: Path) -> None:
+    with (
+        alerting.locked_state(store),
+        pytest.raises(RuntimeError, match="holds"),
+        alerting.locked_state(store),
+    ):
+        pass
