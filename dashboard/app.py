@@ -1,0 +1,74 @@
+"""The dashboard's entry script (`streamlit run app.py -- --store DIR`): navigation, refresh, store banner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+from turnlens.dashboard import data, filters
+
+PAGES_DIR = Path(__file__).resolve().parent / "pages"
+REFRESH_CHOICES = {"off": 0, "10 s": 10, "30 s": 30, "1 min": 60, "5 min": 300}
+
+st.set_page_config(page_title="turnlens", page_icon=":material/timeline:", layout="wide")
+
+pages = {
+    "Incident review": [
+        st.Page(
+            PAGES_DIR / "overview.py",
+            title="Overview",
+            icon=":material/monitoring:",
+            url_path="overview",
+            default=True,
+        ),
+        st.Page(PAGES_DIR / "turns.py", title="Turns", icon=":material/list:", url_path="turns"),
+        st.Page(
+            PAGES_DIR / "turn_detail.py", title="Turn detail", icon=":material/timeline:", url_path="turn"
+        ),
+        st.Page(
+            PAGES_DIR / "side_effects.py",
+            title="Side effects",
+            icon=":material/bolt:",
+            url_path="side_effects",
+        ),
+    ],
+    "Operations": [
+        st.Page(PAGES_DIR / "tools.py", title="Tools", icon=":material/build:", url_path="tools"),
+        st.Page(PAGES_DIR / "alerts.py", title="Alerts", icon=":material/notifications:", url_path="alerts"),
+        st.Page(
+            PAGES_DIR / "sql_console.py", title="SQL console", icon=":material/terminal:", url_path="sql"
+        ),
+    ],
+}
+page = st.navigation(pages)
+
+settings = data.settings()
+with st.sidebar:
+    st.markdown("### :material/timeline: turnlens")
+    st.caption(f"Store `{settings.store_dir}` (read-only)")
+    if st.button("Refresh now", icon=":material/refresh:", width="stretch"):
+        data.refresh()
+        st.rerun()
+    default_refresh = next((k for k, v in REFRESH_CHOICES.items() if v == settings.refresh_seconds), "off")
+    every = REFRESH_CHOICES[
+        filters.selectbox("Auto-refresh", list(REFRESH_CHOICES), param="refresh", default=default_refresh)
+    ]
+
+if every:
+
+    @st.fragment(run_every=every)
+    def _auto_refresh() -> None:
+        """Reruns the whole page on the interval with fresh data; the first call is the page's own run."""
+        if st.session_state.get("_refresh_armed"):
+            data.refresh()
+            st.rerun(scope="app")
+        st.session_state["_refresh_armed"] = True
+
+    st.session_state["_refresh_armed"] = False
+    with st.sidebar:
+        _auto_refresh()
+
+try:
+    page.run()
+except data.StoreNotReady as exc:
+    st.warning(str(exc), icon=":material/hourglass_empty:")

@@ -1,0 +1,231 @@
+"""Altair charts of a turn and of the fleet, shared by the dashboard and the incident export.
+
+Every builder is pure: rows in (a pandas DataFrame with the columns of the view it comes from),
+an `alt.Chart` out, no Streamlit and no store access, so `dashboard/report.py` renders the same
+pictures to SVG.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import altair as alt
+import numpy as np
+import pandas as pd
+from turnlens.collector import contract
+
+LANES = [*contract.LAYERS, "unknown"]
+
+# What a mark on the swimlane is; the order is the legend's.
+CANCEL = "cancel requested"
+COMMIT_AFTER_STOP = "committed after the stop"
+COMMIT = "committed"
+CANCEL_STEP = "cancel received / acked"
+COMPENSATION = "compensated / discarded"
+FAILURE = "failed"
+OTHER = "other event"
+MARK_KINDS = [CANCEL, COMMIT_AFTER_STOP, COMMIT, CANCEL_STEP, COMPENSATION, FAILURE, OTHER]
+MARK_COLORS = ["#d62728", "#b10dc9", "#ff7f0e", "#e377c2", "#2ca02c", "#8c564b", "#7f7f7f"]
+MARK_SHAPES = ["triangle-down", "diamond", "diamond", "triangle-up", "square", "cross", "circle"]
+
+_COMMITS = {contract.EV_TOOL_COMMITTED, contract.EV_THIRD_PARTY_ACK}
+_CANCEL_STEPS = {contract.EV_CANCEL_RECEIVED, contract.EV_CANCEL_ACKNOWLEDGED}
+_UNDO = {contract.EV_TOOL_COMPENSATED, contract.EV_TOOL_DISCARDED}
+_FAILURES = {contract.EV_TOOL_FAILED, contract.EV_TOOL_COMPENSATION_FAILED}
+_WALL_CLOCK_RESOLUTION_NS = 1_000_000  # DESIGN.md: an inversion is a contradiction beyond 1 ms
+
+
+def _hlc_ms(hlc: pd.Series) -> pd.Series:
+    return (hlc.astype("Int64") // (1 << contract.HLC_LOGICAL_BITS)).astype("Float64")
+
+
+def timeline_frame(events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc") -> pd.DataFrame:
+    """The swimlane's rows: `turn_timeline` rows plus position, mark kind and the inversion flag.
+
+    Needs the columns `name`, `layer`, `hlc` and `wall_ns`; uses `node`, `tool_name`, `span_name`
+    when present. Events without an HLC are placed by wall clock in either order.
+    """
+    frame = events.copy().reset_index(drop=True)
+    for column in ("node", "tool_name", "span_name"):
+        if column not in frame:
+            frame[column] = None
+    frame["lane"] = frame["layer"].where(frame["layer"].isin(contract.LAYERS), "unknown")
+    wall_ms = frame["wall_ns"].astype("Float64") / 1e6
+    hlc_ms = _hlc_ms(frame["hlc"]).fillna(wall_ms)
+    position = hlc_ms if order == "hlc" else wall_ms
+    frame["t_ms"] = (position - position.min()).astype(float)
+    frame["hlc_physical_ms"] = hlc_ms
+    frame["hlc_logical"] = (frame["hlc"].astype("Int64") % (1 << contract.HLC_LOGICAL_BITS)).astype("Int64")
+    frame["wall_utc"] = pd.to_datetime(frame["wall_ns"], unit="ns", utc=True).dt.strftime("%H:%M:%S.%f")
+
+    # Inversions: an event whose wall clock is earlier, beyond the resolution, than an event before it by HLC.
+    by_hlc = frame.assign(_key=frame["hlc"].astype("Float64").fillna(frame["wall_ns"].astype("Float64")))
+    by_hlc = by_hlc.sort_values(["_key", "wall_ns"], kind="stable")
+    previous_max = by_hlc["wall_ns"].astype("float64").cummax().shift(1)
+    inverted = (previous_max - by_hlc["wall_ns"].astype("float64")) > _WALL_CLOCK_RESOLUTION_NS
+    frame["inverted"] = inverted.reindex(frame.index).fillna(False).astype(bool)
+    frame["order_in_hlc"] = pd.Series(np.arange(1, len(by_hlc) + 1), index=by_hlc.index).reindex(frame.index)
+
+    cancels = frame.loc[frame["name"] == contract.EV_CANCEL_REQUESTED, "hlc_physical_ms"]
+    first_cancel = cancels.min() if len(cancels) else None
+    kinds = []
+    for name, at in zip(frame["name"], frame["hlc_physical_ms"], strict=True):
+        if name == contract.EV_CANCEL_REQUESTED:
+            kinds.append(CANCEL)
+        elif name in _COMMITS:
+            late = first_cancel is not None and pd.notna(at) and at > first_cancel
+            kinds.append(COMMIT_AFTER_STOP if late else COMMIT)
+        elif name in _CANCEL_STEPS:
+            kinds.append(CANCEL_STEP)
+        elif name in _UNDO:
+            kinds.append(COMPENSATION)
+        elif name in _FAILURES:
+            kinds.append(FAILURE)
+        else:
+            kinds.append(OTHER)
+    frame["mark"] = kinds
+    return frame
+
+
+def swimlane(
+    events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc", width: int | str = "container"
+) -> alt.LayerChart:
+    """One lane per layer, events placed by HLC (or wall clock), the stop and every commit marked.
+
+    A red rule marks the first `cancel.requested`; commits after it are purple diamonds, so
+    "committed after the stop" reads at a glance; events whose wall clock contradicts their HLC
+    order carry a black ring.
+    """
+    frame = timeline_frame(events, order=order)
+    axis_title = "ms since the turn's first event, by " + ("HLC" if order == "hlc" else "wall clock")
+    lanes = [lane for lane in LANES if lane in set(frame["lane"])] or LANES
+    x = alt.X("t_ms:Q", title=axis_title)
+    y = alt.Y("lane:N", sort=lanes, title=None, axis=alt.Axis(labelFontSize=13, labelFontWeight="bold"))
+    tooltip = [
+        alt.Tooltip("name:N", title="event"),
+        alt.Tooltip("lane:N", title="layer"),
+        alt.Tooltip("node:N"),
+        alt.Tooltip("tool_name:N", title="tool"),
+        alt.Tooltip("span_name:N", title="span"),
+        alt.Tooltip("hlc_physical_ms:Q", title="HLC ms", format="d"),
+        alt.Tooltip("hlc_logical:Q", title="HLC logical"),
+        alt.Tooltip("wall_utc:N", title="wall clock (UTC)"),
+        alt.Tooltip("order_in_hlc:Q", title="# in HLC order"),
+        alt.Tooltip("inverted:N", title="clock inversion"),
+    ]
+    base = alt.Chart(frame)
+    lanes_band = (
+        alt.Chart(pd.DataFrame({"lane": lanes}))
+        .mark_rule(color="#e6e6e6", strokeWidth=18, opacity=0.6)
+        .encode(y=y)
+    )
+    points = base.mark_point(filled=True, size=140, opacity=0.9).encode(
+        x=x,
+        y=y,
+        color=alt.Color("mark:N", scale=alt.Scale(domain=MARK_KINDS, range=MARK_COLORS), title="event"),
+        shape=alt.Shape("mark:N", scale=alt.Scale(domain=MARK_KINDS, range=MARK_SHAPES), title="event"),
+        tooltip=tooltip,
+    )
+    rings = (
+        base.transform_filter(alt.datum.inverted)
+        .mark_point(size=420, color="black", strokeWidth=1.5, filled=False)
+        .encode(x=x, y=y, tooltip=tooltip)
+    )
+    layers: list[alt.Chart] = [lanes_band, points, rings]
+    cancel = frame[frame["mark"] == CANCEL]
+    if len(cancel):
+        stop = cancel.nsmallest(1, "t_ms").assign(label="stop pressed")
+        rule = alt.Chart(stop).mark_rule(color="#d62728", strokeDash=[6, 4], strokeWidth=2).encode(x="t_ms:Q")
+        label = (
+            alt.Chart(stop)
+            .mark_text(color="#d62728", align="left", dx=4, dy=-6, fontWeight="bold")
+            .encode(x="t_ms:Q", y=alt.value(0), text="label:N")
+        )
+        layers = [lanes_band, rule, label, points, rings]
+    return (
+        alt.layer(*layers)
+        .properties(width=width, height=max(140, 46 * len(lanes)))
+        .configure_legend(orient="bottom", columns=4)
+        .interactive(bind_y=False)
+    )
+
+
+def findings_over_time(findings: pd.DataFrame) -> alt.Chart:
+    """Stacked bars of findings per time bucket and kind; needs `bucket` (datetime), `kind`, `findings`."""
+    return (
+        alt.Chart(findings)
+        .mark_bar()
+        .encode(
+            x=alt.X("bucket:T", title=None),
+            y=alt.Y("findings:Q", title="findings"),
+            color=alt.Color("kind:N", title="kind", scale=alt.Scale(scheme="tableau20")),
+            tooltip=["bucket:T", "kind:N", "findings:Q"],
+        )
+        .properties(height=260, width="container")
+    )
+
+
+def skew_by_node(skew: pd.DataFrame, *, tolerance_ms: float) -> alt.LayerChart:
+    """Max HLC skew per node as bars against the tolerance; needs `node` and `max_skew_ms`."""
+    bars = (
+        alt.Chart(skew)
+        .mark_bar()
+        .encode(
+            x=alt.X("max_skew_ms:Q", title="max |HLC − wall clock| (ms)"),
+            y=alt.Y("node:N", sort="-x", title=None),
+            color=alt.condition(
+                alt.datum.max_skew_ms > tolerance_ms, alt.value("#d62728"), alt.value("#4c78a8")
+            ),
+            tooltip=list(skew.columns),
+        )
+    )
+    rule = (
+        alt.Chart(pd.DataFrame({"tolerance": [tolerance_ms]}))
+        .mark_rule(color="#d62728", strokeDash=[4, 4])
+        .encode(x="tolerance:Q")
+    )
+    return alt.layer(bars, rule).properties(height=max(80, 26 * len(skew)), width="container")
+
+
+def verdict_matrix(verdicts: pd.DataFrame) -> alt.LayerChart:
+    """What each layer believes happened, one cell per layer; needs `layer` and `verdict`."""
+    frame = verdicts.copy()
+    frame["lane"] = frame["layer"].where(frame["layer"].isin(contract.LAYERS), "unknown")
+    lanes = [lane for lane in LANES if lane in set(frame["lane"])]
+    x = alt.X("lane:N", sort=lanes, title=None, axis=alt.Axis(orient="top", labelAngle=0, labelFontSize=13))
+    cells = (
+        alt.Chart(frame)
+        .mark_rect(stroke="white", strokeWidth=3)
+        .encode(
+            x=x,
+            color=alt.Color("verdict:N", legend=None, scale=alt.Scale(scheme="set2")),
+            tooltip=list(frame.columns.drop("lane")),
+        )
+    )
+    text = alt.Chart(frame).mark_text(fontSize=14, fontWeight="bold").encode(x=x, text="verdict:N")
+    return alt.layer(cells, text).properties(height=60, width="container")
+
+
+def cancel_latency(
+    acks: pd.DataFrame, *, objective_ms: float = 100.0, page_ms: float = 500.0
+) -> alt.LayerChart:
+    """Cancel-to-ack latency of each cancelled turn; needs `requested_at` (datetime), `cancel_to_ack_ms`."""
+    points = (
+        alt.Chart(acks)
+        .mark_circle(size=40, opacity=0.7)
+        .encode(
+            x=alt.X("requested_at:T", title=None),
+            y=alt.Y("cancel_to_ack_ms:Q", title="cancel → ack (ms)", scale=alt.Scale(type="symlog")),
+            color=alt.condition(
+                alt.datum.cancel_to_ack_ms > objective_ms, alt.value("#d62728"), alt.value("#4c78a8")
+            ),
+            tooltip=[c for c in ("session_id", "turn_id", "origin", "cancel_to_ack_ms") if c in acks],
+        )
+    )
+    lines = pd.DataFrame({"ms": [objective_ms, page_ms], "line": ["P95 objective", "P99 page"]})
+    rules = (
+        alt.Chart(lines)
+        .mark_rule(strokeDash=[4, 4], color="#999")
+        .encode(y="ms:Q", tooltip=["line:N", "ms:Q"])
+    )
+    return alt.layer(points, rules).properties(height=260, width="container")

@@ -1,0 +1,66 @@
+"""`turnlens dashboard`: starts the Streamlit app on a store, headless, bound to localhost by default."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from turnlens.dashboard import data
+
+APP = Path(__file__).resolve().parent / "app.py"
+
+
+def streamlit_command(args: argparse.Namespace) -> list[str]:
+    """The `streamlit run` command line for these arguments."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.headless=true",
+        f"--server.port={args.port}",
+        f"--server.address={args.host}",
+        "--browser.gatherUsageStats=false",
+        "--server.fileWatcherType=none",
+        "--theme.base=light",
+        "--",
+        "--store",
+        str(Path(args.store).resolve()),
+        "--refresh",
+        str(args.refresh),
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    store = Path(args.store)
+    if not store.is_dir():
+        print(
+            f"turnlens dashboard: no store at {store} (create one with `turnlens ingest` or `turnlens demo`)",
+            file=sys.stderr,
+        )
+        return 2
+    env = {**os.environ, data.STORE_ENV: str(store.resolve())}
+    print(f"turnlens dashboard on http://{args.host}:{args.port}/ (store {store.resolve()})", flush=True)
+    try:
+        return subprocess.call(streamlit_command(args), env=env)
+    except KeyboardInterrupt:
+        return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "dashboard", help="open the incident-review dashboard on a store", description=__doc__
+    )
+    parser.add_argument(
+        "--store", required=True, help="the store folder (holds turnlens.duckdb and segments/)"
+    )
+    parser.add_argument("--port", type=int, default=8501)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: localhost only)")
+    parser.add_argument(
+        "--refresh", type=int, default=0, help="seconds between automatic refreshes (0: only on demand)"
+    )
+    parser.set_defaults(func=run)

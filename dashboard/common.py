@@ -1,0 +1,77 @@
+"""Small pieces every page uses: the time window, links to a turn, HLC formatting, empty states."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from urllib.parse import urlencode
+
+import pandas as pd
+import streamlit as st
+from turnlens.collector import contract
+from turnlens.dashboard import data, filters
+
+TURN_PAGE = "turn"  # url_path of the Turn detail page
+
+
+def time_window(range_key: str) -> tuple[int | None, int | None]:
+    """`(from_ms, to_ms)` of a TIME_RANGES key, ending at the newest data in the store; None = unbounded."""
+    seconds = filters.TIME_RANGES.get(range_key)
+    if seconds is None:
+        return None, None
+    bounds = data.query("store_bounds")
+    newest = bounds["newest_ms"].iloc[0] if len(bounds) else None
+    if newest is None or pd.isna(newest):
+        return None, None
+    return int(newest) - seconds * 1000, int(newest)
+
+
+def describe_window(window: tuple[int | None, int | None]) -> str:
+    start, end = window
+    if start is None or end is None:
+        return "all data in the store"
+    return f"{format_ms(start)} → {format_ms(end)} UTC"
+
+
+def format_ms(ms: float | int | None) -> str:
+    if ms is None or pd.isna(ms):
+        return "—"
+    return datetime.fromtimestamp(float(ms) / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def format_hlc(hlc: float | int | None) -> str:
+    """`2026-05-01 10:00:00.123 +2` — the physical part as UTC and the logical counter."""
+    if hlc is None or pd.isna(hlc):
+        return "—"
+    physical, logical = contract.unpack_hlc(int(hlc))
+    return f"{format_ms(physical)} +{logical}"
+
+
+def turn_url(session_id: str, turn_id: str) -> str:
+    """A relative link that opens the Turn detail page on one turn."""
+    return f"{TURN_PAGE}?{urlencode({'session': session_id, 'turn': turn_id})}"
+
+
+def with_turn_links(frame: pd.DataFrame) -> pd.DataFrame:
+    """Adds an `open` column of links to each row's turn (needs session_id and turn_id)."""
+    frame = frame.copy()
+    frame.insert(
+        0, "open", [turn_url(s, t) for s, t in zip(frame["session_id"], frame["turn_id"], strict=True)]
+    )
+    return frame
+
+
+def turn_link_column() -> st.column_config.LinkColumn:
+    return st.column_config.LinkColumn("open", display_text="open ↗", help="Open this turn", width="small")
+
+
+def hlc_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Renders every `*_hlc` column readably: the physical part as UTC time, then the logical counter."""
+    frame = frame.copy()
+    for column in frame.columns:
+        if column.endswith("_hlc") or column == "hlc":
+            frame[column] = frame[column].map(format_hlc)
+    return frame
+
+
+def empty(message: str) -> None:
+    st.info(message, icon=":material/inbox:")

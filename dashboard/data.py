@@ -1,0 +1,254 @@
+"""The dashboard's only way to the store: one hardened read-only connection, named SQL files, cached results.
+
+Pages never hold SQL; they ask for a named query in `dashboard/sql/` with bound parameters and get a
+pandas DataFrame back. The connection reads the store's catalog read-only, so ingestion is never
+blocked, and it is reopened when the catalog file is replaced by `write_catalog`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import streamlit as st
+from turnlens.queries import catalog
+
+SQL_DIR = Path(__file__).resolve().parent / "sql"
+
+STORE_ENV = "TURNLENS_STORE"
+REFRESH_ENV = "TURNLENS_DASHBOARD_REFRESH"  # seconds between automatic refreshes; 0 turns them off
+CACHE_TTL_ENV = "TURNLENS_DASHBOARD_CACHE_TTL"  # seconds a query result is reused
+
+
+class StoreNotReady(Exception):
+    """The store cannot answer yet (no catalog, or a view the page needs is missing); the message says why."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the dashboard needs to know, by precedence: defaults < environment < flags after `--`."""
+
+    store_dir: Path
+    refresh_seconds: int = 0
+    cache_ttl_seconds: int = 15
+    sql_row_limit: int = 10_000
+    sql_time_limit_seconds: float = 10.0
+
+
+def _flags(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--store")
+    parser.add_argument("--refresh", type=int)
+    parser.add_argument("--cache-ttl", type=int)
+    return parser.parse_known_args(list(argv))[0]
+
+
+@functools.cache
+def settings() -> Settings:
+    """The settings of this process (`streamlit run app.py -- --store DIR` or `TURNLENS_STORE=DIR`)."""
+    flags = _flags(sys.argv[1:])
+    store = flags.store or os.environ.get(STORE_ENV) or "./turnlens-data"
+    refresh = flags.refresh if flags.refresh is not None else int(os.environ.get(REFRESH_ENV, "0"))
+    ttl = flags.cache_ttl if flags.cache_ttl is not None else int(os.environ.get(CACHE_TTL_ENV, "15"))
+    return Settings(
+        store_dir=Path(store).expanduser().resolve(), refresh_seconds=refresh, cache_ttl_seconds=ttl
+    )
+
+
+# --- the connection ----------------------------------------------------------------------------------
+
+
+def harden(con: duckdb.DuckDBPyConnection, store_dir: Path) -> None:
+    """Lets the connection read the store's segments and nothing else on disk or network, for good.
+
+    `enable_external_access = false` alone also stops the views, which read Parquet files; so the
+    segments folder is allowed first, then access is closed and the configuration locked so no
+    query (the SQL console's included) can open it again.
+    """
+    segments = str((store_dir / "segments").resolve()) + "/"
+    con.execute("set allowed_directories = $dirs", {"dirs": [segments]})
+    con.execute("set enable_external_access = false")
+    con.execute("set lock_configuration = true")
+
+
+class _Catalog:
+    """The open catalog, reopened when `write_catalog` renames a new file into place."""
+
+    def __init__(self, store_dir: Path) -> None:
+        self.store_dir = store_dir
+        self.path = store_dir / catalog.CATALOG_FILE
+        self.lock = threading.Lock()
+        self.stamp: tuple[int, int] | None = None
+        self.con: duckdb.DuckDBPyConnection | None = None
+
+    def _current_stamp(self) -> tuple[int, int]:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            raise StoreNotReady(
+                f"No catalog at `{self.path}`. Ingest data into this store first "
+                f"(`turnlens ingest --store {self.store_dir} FILE`) or point the dashboard at another store."
+            ) from None
+        return stat.st_ino, stat.st_mtime_ns
+
+    def cursor(self) -> tuple[duckdb.DuckDBPyConnection, tuple[int, int]]:
+        with self.lock:
+            stamp = self._current_stamp()
+            if self.con is None or stamp != self.stamp:
+                if self.con is not None:
+                    self.con.close()
+                con = catalog.connect(self.store_dir)
+                harden(con, self.store_dir)
+                self.con, self.stamp = con, stamp
+            return self.con.cursor(), stamp
+
+
+@st.cache_resource(show_spinner=False)
+def _catalog(store_dir: str) -> _Catalog:
+    return _Catalog(Path(store_dir))
+
+
+def cursor() -> duckdb.DuckDBPyConnection:
+    """A fresh cursor on the store's catalog (one per query: DuckDB cursors are not shared across threads)."""
+    return _catalog(str(settings().store_dir)).cursor()[0]
+
+
+def catalog_stamp() -> tuple[int, int]:
+    """Changes whenever the catalog file is replaced; part of every cached result's key."""
+    return _catalog(str(settings().store_dir)).cursor()[1]
+
+
+# --- named queries -----------------------------------------------------------------------------------
+
+
+@functools.cache
+def load_sql(name: str) -> str:
+    """The text of `dashboard/sql/<name>.sql`."""
+    path = SQL_DIR / f"{name}.sql"
+    if not path.is_file():
+        raise KeyError(f"no named query {name!r} in {SQL_DIR}")
+    return path.read_text()
+
+
+def query_names() -> list[str]:
+    """Every named query the dashboard ships."""
+    return sorted(p.stem for p in SQL_DIR.glob("*.sql"))
+
+
+def _missing_view(exc: duckdb.Error) -> str | None:
+    text = str(exc)
+    marker = "with name "
+    if isinstance(exc, duckdb.CatalogException) and marker in text:
+        return text.split(marker, 1)[1].split()[0]
+    return None
+
+
+def run_named(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]) -> pd.DataFrame:
+    """Runs one named query with its parameters bound; no Streamlit involved (the benchmark uses this)."""
+    sql = load_sql(name)
+    try:
+        return con.execute(sql, dict(params)).df()
+    except duckdb.CatalogException as exc:
+        view = _missing_view(exc)
+        if view is None:
+            raise
+        raise StoreNotReady(
+            f"The store's catalog has no `{view}` (needed by the `{name}` query). Rebuild it with "
+            f"`turnlens views --store {settings().store_dir}` after upgrading turnlens."
+        ) from exc
+
+
+# Timings of the queries this script run made, newest last: the benchmark and the page footers read them.
+TIMINGS: list[tuple[str, float]] = []
+
+
+def _ttl() -> int:
+    return settings().cache_ttl_seconds
+
+
+@st.cache_data(ttl=_ttl(), show_spinner=False, max_entries=512)
+def _cached(
+    store: str, stamp: tuple[int, int], name: str, params: tuple[tuple[str, Any], ...]
+) -> pd.DataFrame:
+    con = cursor()
+    try:
+        started = time.perf_counter()
+        frame = run_named(con, name, {k: list(v) if isinstance(v, tuple) else v for k, v in params})
+        TIMINGS.append((name, time.perf_counter() - started))
+        return frame
+    finally:
+        con.close()
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def query(name: str, **params: Any) -> pd.DataFrame:
+    """The named query's rows, cached for the configured TTL and until the catalog changes."""
+    stamp = catalog_stamp()
+    key = tuple(sorted((k, _hashable(v)) for k, v in params.items()))
+    frame = _cached(str(settings().store_dir), stamp, name, key)
+    return frame.copy()
+
+
+def refresh() -> None:
+    """Forgets every cached result so the next run reads the store again."""
+    _cached.clear()
+
+
+# --- alerts (kept by `turnlens alerts run` in DIR/alerts/, beside the catalog) --------------------------
+
+
+def alert_state() -> Any:
+    """The alert state `turnlens alerts run` keeps in the store (empty when it never ran)."""
+    from turnlens.queries import alerting
+
+    store = settings().store_dir
+    return alerting.AlertState.load(store / alerting.STATE_FOLDER / alerting.STATE_FILE)
+
+
+def alert_history() -> pd.DataFrame:
+    """Every firing/resolved transition recorded in the store, newest first."""
+    from turnlens.queries import alerting
+
+    records = alerting.load_history(settings().store_dir)
+    return pd.json_normalize(records)[::-1].reset_index(drop=True) if records else pd.DataFrame()
+
+
+def alerts_frame(alerts: Sequence[Any]) -> pd.DataFrame:
+    """Alerts as rows: state, severity, name, the labels that tell instances apart, and the summary."""
+    rows = []
+    for alert in alerts:
+        extra = {k: v for k, v in alert.labels.items() if k not in ("alertname", "severity")}
+        rows.append(
+            {
+                "state": alert.state,
+                "severity": alert.severity,
+                "alert": alert.rule,
+                "summary": alert.annotations.get("summary", ""),
+                "labels": ", ".join(f"{k}={v}" for k, v in sorted(extra.items())),
+                "active since": alert.active_at,
+                "fired at": alert.fired_at,
+                "resolved at": alert.resolved_at,
+                "session_id": alert.labels.get("session_id"),
+                "turn_id": alert.labels.get("turn_id"),
+            }
+        )
+    order = {"critical": 0, "warning": 1, "info": 2}
+    frame = pd.DataFrame(rows)
+    if len(frame):
+        frame = frame.sort_values(
+            by=["severity", "alert"], key=lambda s: s.map(order) if s.name == "severity" else s
+        )
+    return frame.reset_index(drop=True)

@@ -1,0 +1,52 @@
+"""SQL console: analysts query the documented views in place, read-only, with a row and a time limit."""
+
+from __future__ import annotations
+
+import streamlit as st
+from turnlens.dashboard import common, console, data
+
+EXAMPLE = (
+    "select kind, severity, count(*) as findings\nfrom divergences\ngroup by all\norder by findings desc"
+)
+
+st.title("SQL console")
+settings = data.settings()
+st.caption(
+    f"Read-only DuckDB on `{settings.store_dir}`: no writes, no files or network beyond its segments; "
+    f"at most {settings.sql_row_limit:,} rows and {settings.sql_time_limit_seconds:g} s per query. "
+    "The same views open in plain DuckDB: `duckdb -readonly turnlens.duckdb`."
+)
+
+query_col, catalog_col = st.columns([3, 2])
+with catalog_col:
+    st.subheader("Views")
+    views = data.query("catalog_views")
+    columns = data.query("catalog_columns")
+    if not len(views):
+        common.empty("The catalog has no views.")
+    for view in views.itertuples():
+        with st.expander(f"**{view.view_name}**", icon=":material/table:"):
+            st.caption(view.grain or "(undocumented)")
+            docs = columns.loc[
+                columns["view_name"] == view.view_name, ["column_name", "data_type", "comment"]
+            ]
+            st.dataframe(docs, hide_index=True, width="stretch")
+
+with query_col:
+    sql = st.text_area("Query", value=st.query_params.get("sql", EXAMPLE), height=180, key="console_sql")
+    run = st.button("Run", type="primary", icon=":material/play_arrow:")
+    if run or "sql" in st.query_params:
+        st.query_params["sql"] = sql
+        cursor = data.cursor()
+        try:
+            result = console.run(
+                cursor, sql, row_limit=settings.sql_row_limit, time_limit_s=settings.sql_time_limit_seconds
+            )
+        except console.ConsoleError as exc:
+            st.error(str(exc), icon=":material/error:")
+        else:
+            note = f" — cut at the {settings.sql_row_limit:,}-row limit" if result.truncated else ""
+            st.caption(f"{len(result.frame):,} rows in {result.seconds * 1000:.0f} ms{note}")
+            st.dataframe(result.frame, hide_index=True, width="stretch")
+        finally:
+            cursor.close()
