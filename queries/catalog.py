@@ -12,14 +12,22 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Any
+
 import duckdb
+import pyarrow as pa
+
+from turnlens.queries import registry, settings
 
 QUERIES_DIR = Path(__file__).resolve().parent
 CATALOG_FILE = "turnlens.duckdb"
+TABLE_FOLDER = "tables"
 VIEW_FOLDERS = ("base", "views")
+NAMED_FOLDER = "named"
 
-_CREATE = re.compile(r"create\s+or\s+replace\s+view\s+(\w+)", re.IGNORECASE)
+_CREATE = re.compile(r"create\s+or\s+replace\s+(?:view|table)\s+(\w+)", re.IGNORECASE)
 _COLUMN_DOC = re.compile(r"^--\s{2,}(\w+):\s*(.+)$")
+_PARAM_DOC = re.compile(r"^--\s{2,}\$(\w+):\s*(.+)$")
 
 
 class CatalogError(Exception):
@@ -83,6 +91,74 @@ def load_views(queries_dir: Path = QUERIES_DIR) -> list[SqlView]:
     return views
 
 
+def load_tables(queries_dir: Path = QUERIES_DIR) -> list[SqlView]:
+    """The catalog's small tables (settings, tool registry), in creation order; same header rules as views."""
+    return [parse_view(queries_dir / TABLE_FOLDER / name) for name in read_order(queries_dir / TABLE_FOLDER)]
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    """A parameterised query an analyst or the dashboard runs by name: `turnlens query NAME --param k=v`."""
+
+    name: str
+    title: str
+    sql: str
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def load_named(queries_dir: Path = QUERIES_DIR) -> dict[str, NamedQuery]:
+    """Every file of `named/`: the first comment line is the title, `--   $param: meaning` lines its parameters."""
+    named = {}
+    for path in sorted((queries_dir / NAMED_FOLDER).glob("*.sql")):
+        sql = path.read_text()
+        header = [line for line in sql.splitlines() if line.startswith("--")]
+        if not header:
+            raise CatalogError(f"{path} has no header comment saying what it returns")
+        params = {}
+        for line in header[1:]:
+            doc = _PARAM_DOC.match(line)
+            if doc:
+                params[doc.group(1)] = doc.group(2).strip()
+        used = set(re.findall(r"\$(\w+)", "\n".join(ln for ln in sql.splitlines() if not ln.startswith("--"))))
+        if used != set(params):
+            raise CatalogError(f"{path}: parameters used {sorted(used)} but documented {sorted(params)}")
+        named[path.stem] = NamedQuery(path.stem, header[0].removeprefix("--").strip(), sql, params)
+    return named
+
+
+def run_named(
+    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any], queries_dir: Path = QUERIES_DIR
+) -> duckdb.DuckDBPyConnection:
+    """Runs a named query with its parameters bound; the caller fetches (fetchall, df, to_arrow_table)."""
+    queries = load_named(queries_dir)
+    if name not in queries:
+        raise CatalogError(f"no named query {name!r}; known: {', '.join(sorted(queries))}")
+    query = queries[name]
+    missing = sorted(set(query.params) - set(params))
+    unknown = sorted(set(params) - set(query.params))
+    if missing or unknown:
+        raise CatalogError(f"{name} takes {sorted(query.params)}; missing {missing}, unknown {unknown}")
+    return con.execute(query.sql, params)
+
+
+def describe_views(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str, str, str]]:
+    """(view, view comment, column, type, column comment) for every turnlens view, as the SQL console lists them."""
+    names = [view.name for view in load_views()]
+    return [
+        (row[0], row[1] or "", row[2], row[3], row[4] or "")
+        for row in con.execute(
+            """
+            select v.view_name, v.comment, c.column_name, c.data_type, c.comment
+            from duckdb_views() as v
+            join duckdb_columns() as c on c.table_name = v.view_name and c.schema_name = v.schema_name
+            where v.view_name in (select unnest($names))
+            order by list_position($names, v.view_name), c.column_index
+            """,
+            {"names": names},
+        ).fetchall()
+    ]
+
+
 def _sql_string(text: str) -> str:
     """A SQL string literal. DDL takes no bound parameters, so paths and comments are quoted here."""
     return "'" + text.replace("'", "''") + "'"
@@ -104,14 +180,44 @@ def apply_views(con: duckdb.DuckDBPyConnection, segments_glob: str, views: list[
                 con.execute(f"comment on column {view.name}.{column} is {_sql_string(doc)}")
 
 
+def apply_tables(con: duckdb.DuckDBPyConnection, store_dir: Path, queries_dir: Path = QUERIES_DIR) -> None:
+    """Creates the settings and tool-registry tables from DIR/settings.toml, the environment and DIR/tool_registry.toml."""
+    values = settings.resolve(store_dir)
+    settings_rows = pa.table(
+        {
+            "name": [s.name for s in settings.SETTINGS],
+            "value": [values[s.name] for s in settings.SETTINGS],
+            "unit": [s.unit for s in settings.SETTINGS],
+            "description": [s.description for s in settings.SETTINGS],
+        }
+    )
+    registry_rows = registry.registry_table(registry.load_registry(store_dir / registry.REGISTRY_FILE))
+    con.register("settings_rows", settings_rows)
+    con.register("registry_rows", registry_rows)
+    try:
+        for table in load_tables(queries_dir):
+            con.execute(table.sql)
+            con.execute(f"comment on table {table.name} is {_sql_string(table.grain)}")
+            for column, doc in table.columns.items():
+                con.execute(f"comment on column {table.name}.{column} is {_sql_string(doc)}")
+    finally:
+        con.unregister("settings_rows")
+        con.unregister("registry_rows")
+
+
 def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERIES_DIR) -> Path:
-    """Builds `store_dir/turnlens.duckdb` under a temporary name and renames it into place."""
+    """Builds `store_dir/turnlens.duckdb` under a temporary name and renames it into place.
+
+    Settings and the tool registry are read from the store folder here, so a change to either takes
+    effect the next time the catalog is written (`turnlens views --store DIR --rebuild`).
+    """
     store_dir.mkdir(parents=True, exist_ok=True)
     target = store_dir / CATALOG_FILE
     tmp = store_dir / f".{CATALOG_FILE}.{os.getpid()}.tmp"
     tmp.unlink(missing_ok=True)
     con = duckdb.connect(str(tmp))
     try:
+        apply_tables(con, store_dir, queries_dir)
         apply_views(con, segments_glob, load_views(queries_dir))
         con.execute("checkpoint")
     finally:

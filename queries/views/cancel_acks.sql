@@ -1,0 +1,62 @@
+-- cancel_acks: one row per cancelled turn (a turn with cancel.requested): from the first request to the last acknowledgement, overall and per layer.
+-- Latencies are on the HLC's physical component (wall clock for turns without HLC: see ordering).
+--   session_id: the session.
+--   turn_id: the turn.
+--   origin: turnlens.cancel.origin of the first request (user_clicked / user_typed / timeout / client_disconnect).
+--   requested_layer: the layer where the cancel entered.
+--   requested_hlc: packed HLC of the first cancel.requested.
+--   requested_at: the same instant as a timestamp (HLC physical part).
+--   acked_hlc: packed HLC of the last cancel.acknowledged; null when no layer acknowledged.
+--   cancel_to_ack_ms: acked minus requested, in ms; null when no layer acknowledged.
+--   http_ack_ms: the http layer's last acknowledgement after the request, in ms; null when it never acknowledged.
+--   stream_ack_ms: the same for the stream layer.
+--   runtime_ack_ms: the same for the agent runtime.
+--   tool_ack_ms: the same for the tool layer.
+--   layers_reached: layers that saw the cancel (requested, received or acknowledged), sorted.
+--   layers_acked: layers that acknowledged it, sorted.
+--   ordering: hlc when the cancel events carry HLC, else wall_clock.
+create or replace view cancel_acks as
+with cancel_rows as (
+    select session_id, turn_id, step, layer, order_hlc, cancel_origin, hlc_source
+    from turn_events
+    where step in ('cancel.requested', 'cancel.received', 'cancel.acknowledged')
+),
+
+per_turn as (
+    select
+        session_id,
+        turn_id,
+        min(order_hlc) filter (where step = 'cancel.requested') as requested_hlc,
+        arg_min(cancel_origin, order_hlc) filter (where step = 'cancel.requested') as requested_origin,
+        min(cancel_origin) as any_origin,
+        arg_min(layer, order_hlc) filter (where step = 'cancel.requested') as requested_layer,
+        max(order_hlc) filter (where step = 'cancel.acknowledged') as acked_hlc,
+        max(order_hlc) filter (where step = 'cancel.acknowledged' and layer = 'http') as http_acked_hlc,
+        max(order_hlc) filter (where step = 'cancel.acknowledged' and layer = 'stream') as stream_acked_hlc,
+        max(order_hlc) filter (where step = 'cancel.acknowledged' and layer = 'runtime') as runtime_acked_hlc,
+        max(order_hlc) filter (where step = 'cancel.acknowledged' and layer = 'tool') as tool_acked_hlc,
+        list_sort(list_distinct(list(layer))) as layers_reached,
+        list_sort(list_distinct(list(layer) filter (where step = 'cancel.acknowledged'))) as layers_acked,
+        bool_or(hlc_source = 'hlc') as has_hlc
+    from cancel_rows
+    group by session_id, turn_id
+)
+
+select
+    session_id,
+    turn_id,
+    coalesce(requested_origin, any_origin) as origin,
+    requested_layer,
+    requested_hlc,
+    epoch_ms(requested_hlc >> 16) as requested_at,
+    acked_hlc,
+    (acked_hlc >> 16) - (requested_hlc >> 16) as cancel_to_ack_ms,
+    (http_acked_hlc >> 16) - (requested_hlc >> 16) as http_ack_ms,
+    (stream_acked_hlc >> 16) - (requested_hlc >> 16) as stream_ack_ms,
+    (runtime_acked_hlc >> 16) - (requested_hlc >> 16) as runtime_ack_ms,
+    (tool_acked_hlc >> 16) - (requested_hlc >> 16) as tool_ack_ms,
+    coalesce(layers_reached, []) as layers_reached,
+    coalesce(layers_acked, []) as layers_acked,
+    case when has_hlc then 'hlc' else 'wall_clock' end as ordering
+from per_turn
+where requested_hlc is not null;

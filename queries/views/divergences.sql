@@ -1,0 +1,351 @@
+-- divergences: one row per finding: something the layers of a turn disagree about, or a remedy of the seed articles left undone.
+-- Each CTE below is one detector of DESIGN.md; every detector that compares order needs HLC on both sides, or falls back to wall clock only where the turn has no HLC at all.
+--   kind: cancelled_but_committed, cancel_not_propagated, eager_side_effect, untiered_tool, missing_idempotency_key, unapproved_side_effect, unbilled_side_effect, billed_not_committed, tokens_billed_after_cancel, ghost_commit, duplicate_commit, duplicate_compensation, causal_inversion.
+--   severity: critical, high, medium or low.
+--   session_id: the session.
+--   turn_id: the turn.
+--   tool_call_id: the tool call, where the finding is about one.
+--   idempotency_key: the call's idempotency key, where it has one.
+--   detected_hlc: the packed HLC at which the finding became true.
+--   detected_at: the same instant as a timestamp (HLC physical part, close to wall time).
+--   evidence: one sentence a person reads: what happened, in what order.
+create or replace view divergences as
+with calls as (
+    select * from side_effects
+),
+
+cancels as (
+    select * from cancel_acks
+),
+
+turn_stream as (  -- when each turn's stream ended (stream.completed, else the end of its stream spans)
+    select
+        turn_id,
+        min(order_hlc) filter (where step = 'stream.completed') as completed_hlc,
+        max(order_hlc) filter (where source = 'span_end' and layer = 'stream') as stream_span_end_hlc,
+        count(*) filter (where source = 'span_start' and layer = 'stream')
+            - count(*) filter (where source = 'span_end' and layer = 'stream') as open_stream_spans,
+        bool_or(layer = 'stream') as has_stream
+    from turn_events
+    group by turn_id
+),
+
+turn_receipts as (  -- receipts that name no call cover every call of their turn
+    select turn_id, min(order_hlc) as receipt_hlc
+    from turn_events
+    where step = 'transcript.receipt' and tool_call_id is null and idempotency_key is null
+    group by turn_id
+),
+
+cancelled_but_committed as (
+    select
+        'cancelled_but_committed' as kind,
+        case when c.tier = 'hard_irreversible' then 'critical' else 'high' end as severity,
+        c.session_id, c.turn_id, c.tool_call_id, c.idempotency_key,
+        greatest(c.committed_hlc, x.requested_hlc) as detected_hlc,
+        case
+            when c.committed_hlc > x.requested_hlc then format(
+                '{} ({}) committed {} ms after the cancel was requested ({}).',
+                c.tool_name, c.tier, (c.committed_hlc >> 16) - (x.requested_hlc >> 16), coalesce(x.origin, 'no origin'))
+            else format(
+                '{} ({}) committed {} ms before the cancel ({}) and was neither compensated nor shown to the user.',
+                c.tool_name, c.tier, (x.requested_hlc >> 16) - (c.committed_hlc >> 16), coalesce(x.origin, 'no origin'))
+        end as evidence
+    from calls as c
+    join cancels as x using (session_id, turn_id)
+    left join turn_receipts as r using (turn_id)
+    where c.side_effecting
+        and c.committed_hlc is not null
+        and (
+            c.committed_hlc > x.requested_hlc
+            or (c.compensated_hlc is null and c.receipt_hlc is null and r.receipt_hlc is null)
+        )
+),
+
+running_at_cancel as (  -- tool calls started before the cancel and not finished by it
+    select c.session_id, c.turn_id, count(*) as running
+    from calls as c
+    join cancels as x using (session_id, turn_id)
+    where coalesce(c.dispatched_hlc, c.prepared_hlc) < x.requested_hlc
+        and coalesce(least(c.committed_hlc, c.failed_hlc, c.discarded_hlc, c.compensated_hlc), x.requested_hlc + 1)
+            > x.requested_hlc
+    group by all
+),
+
+cancel_not_propagated as (
+    select
+        'cancel_not_propagated' as kind,
+        'high' as severity,
+        x.session_id, x.turn_id, null as tool_call_id, null as idempotency_key,
+        x.requested_hlc as detected_hlc,
+        concat_ws(' ',
+            format('The cancel ({}) entered at {} and reached {}.',
+                coalesce(x.origin, 'no origin'), coalesce(x.requested_layer, 'an unknown layer'),
+                array_to_string(x.layers_reached, ', ')),
+            case when not list_contains(x.layers_reached, 'runtime') then 'It never reached the agent runtime.' end,
+            case when r.running > 0 and not list_contains(x.layers_reached, 'tool')
+                then format('{} tool call(s) were running and the tool layer never heard of it.', r.running) end,
+            case when len(x.layers_acked) = 0 then 'No layer acknowledged it.' end
+        ) as evidence
+    from cancels as x
+    left join running_at_cancel as r using (session_id, turn_id)
+    where not list_contains(x.layers_reached, 'runtime')
+        or (r.running > 0 and not list_contains(x.layers_reached, 'tool'))
+        or len(x.layers_acked) = 0
+),
+
+eager_side_effect as (
+    select
+        'eager_side_effect' as kind,
+        'high' as severity,
+        c.session_id, c.turn_id, c.tool_call_id, c.idempotency_key,
+        c.dispatched_hlc as detected_hlc,
+        format('{} ({}) was dispatched while the stream was still running ({}).',
+            c.tool_name, c.tier,
+            case when s.completed_hlc is null and s.stream_span_end_hlc is null then 'the stream never ended'
+                else format('{} ms before it ended',
+                    (coalesce(s.completed_hlc, s.stream_span_end_hlc) >> 16) - (c.dispatched_hlc >> 16)) end
+        ) as evidence
+    from calls as c
+    join turn_stream as s using (turn_id)
+    where c.tier in ('soft_irreversible', 'hard_irreversible')
+        and c.dispatched_hlc is not null
+        and s.has_stream
+        and (
+            c.dispatched_hlc < coalesce(s.completed_hlc, s.stream_span_end_hlc)
+            or (s.completed_hlc is null and (s.stream_span_end_hlc is null or s.open_stream_spans > 0))
+        )
+),
+
+untiered_tool as (
+    select
+        'untiered_tool' as kind,
+        'low' as severity,
+        session_id, turn_id, tool_call_id, idempotency_key,
+        coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc, failed_hlc) as detected_hlc,
+        format('{} has no tier in its spans nor in the tool registry, so it must be treated as eager and irreversible.',
+            coalesce(tool_name, 'An unnamed tool')) as evidence
+    from calls
+    where tier is null
+),
+
+missing_idempotency_key as (
+    select
+        'missing_idempotency_key' as kind,
+        'medium' as severity,
+        session_id, turn_id, tool_call_id, idempotency_key,
+        committed_hlc as detected_hlc,
+        format('{} ({}) committed without an idempotency key: a retry would repeat it.', tool_name, tier) as evidence
+    from calls
+    where side_effecting and committed_hlc is not null and idempotency_key is null
+),
+
+unapproved_side_effect as (
+    select
+        'unapproved_side_effect' as kind,
+        'high' as severity,
+        session_id, turn_id, tool_call_id, idempotency_key,
+        committed_hlc as detected_hlc,
+        format('{} ({}) requires approval and committed {}.', tool_name, coalesce(tier, 'untiered'),
+            case when approval_granted_hlc is null then 'without any approval.granted'
+                else format('{} ms before approval was granted', (approval_granted_hlc >> 16) - (committed_hlc >> 16))
+            end) as evidence
+    from calls
+    where requires_approval
+        and committed_hlc is not null
+        and (approval_granted_hlc is null or approval_granted_hlc > committed_hlc)
+),
+
+charged_calls as (  -- a charge may sit in another turn's trace: match it by call id or key anywhere
+    select tool_call_id as ref from calls where charges > 0
+    union
+    select idempotency_key from calls where charges > 0 and idempotency_key is not null
+),
+
+committed_calls as (
+    select tool_call_id as ref from calls where committed_hlc is not null
+    union
+    select idempotency_key from calls where committed_hlc is not null and idempotency_key is not null
+),
+
+unbilled_side_effect as (
+    select
+        'unbilled_side_effect' as kind,
+        'medium' as severity,
+        c.session_id, c.turn_id, c.tool_call_id, c.idempotency_key,
+        c.committed_hlc as detected_hlc,
+        format('{} is billable, committed, was not compensated, and was never charged.', c.tool_name) as evidence
+    from calls as c
+    where c.billable
+        and c.committed_hlc is not null
+        and c.compensated_hlc is null
+        and c.tool_call_id not in (select ref from charged_calls)
+        and coalesce(c.idempotency_key not in (select ref from charged_calls), true)
+),
+
+billed_not_committed as (
+    select
+        'billed_not_committed' as kind,
+        'high' as severity,
+        c.session_id, c.turn_id, c.tool_call_id, c.idempotency_key,
+        c.charged_hlc as detected_hlc,
+        format('{} was charged {} for {} but the call never committed ({}).',
+            c.charges, coalesce(c.charged_amount::varchar, 'an unknown amount'), coalesce(c.tool_name, c.tool_call_id),
+            c.status) as evidence
+    from calls as c
+    where c.charges > 0
+        and c.committed_hlc is null
+        and c.tool_call_id not in (select ref from committed_calls)
+        and coalesce(c.idempotency_key not in (select ref from committed_calls), true)
+),
+
+turn_tokens as (
+    select
+        e.session_id,
+        e.turn_id,
+        max(e.stream_tokens) filter (where e.step = 'stream.progress' and e.order_hlc <= x.requested_hlc)
+            as streamed_before_cancel,
+        count(*) filter (where e.step = 'stream.progress') as progress_events,
+        sum(e.billing_tokens) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as billed_tokens,
+        max(e.order_hlc) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as billed_hlc
+    from turn_events as e
+    join cancels as x using (session_id, turn_id)
+    where e.step in ('stream.progress', 'billing.charged')
+    group by all
+),
+
+tokens_billed_after_cancel as (
+    select
+        'tokens_billed_after_cancel' as kind,
+        'medium' as severity,
+        session_id, turn_id, null as tool_call_id, null as idempotency_key,
+        billed_hlc as detected_hlc,
+        format('{} tokens were billed for a cancelled turn that had streamed {} tokens before the cancel.',
+            billed_tokens, coalesce(streamed_before_cancel, 0)) as evidence
+    from turn_tokens
+    where progress_events > 0 and billed_tokens > coalesce(streamed_before_cancel, 0)
+),
+
+ghost_commit as (
+    select
+        'ghost_commit' as kind,
+        'critical' as severity,
+        session_id, turn_id, tool_call_id, idempotency_key,
+        first_ack_hlc as detected_hlc,
+        format('The third party acknowledged {} ({}) while the tool layer reports it {}.',
+            coalesce(tool_name, tool_call_id), coalesce(third_party_status, 'no status'),
+            case when failed_hlc is not null then 'failed'
+                when discarded_hlc is not null then 'discarded' else 'cancelled' end) as evidence
+    from calls
+    where third_party_acks > 0
+        and committed_hlc is null
+        and (failed_hlc is not null or discarded_hlc is not null or tool_cancelled)
+),
+
+acks_by_key as (
+    select
+        idempotency_key,
+        count(*) as executions,
+        arg_min(session_id, order_hlc) as session_id,
+        arg_min(turn_id, order_hlc) as turn_id,
+        min(tool_call_id) as tool_call_id,
+        min(tool_name) as tool_name,
+        list(order_hlc order by order_hlc)[2] as second_hlc
+    from turn_events
+    where step = 'third_party.ack' and idempotency_key is not null and replayed is not true
+    group by idempotency_key
+),
+
+duplicate_commit as (
+    select
+        'duplicate_commit' as kind,
+        'critical' as severity,
+        session_id, turn_id, tool_call_id, idempotency_key,
+        second_hlc as detected_hlc,
+        format('The third party executed idempotency key {} {} times (acknowledgements not marked replayed).',
+            idempotency_key, executions) as evidence
+    from acks_by_key
+    where executions > 1
+),
+
+compensations_by_key as (
+    select
+        idempotency_key,
+        count(*) as compensations,
+        arg_min(session_id, order_hlc) as session_id,
+        arg_min(turn_id, order_hlc) as turn_id,
+        min(tool_call_id) as tool_call_id,
+        list(order_hlc order by order_hlc)[2] as second_hlc
+    from turn_events
+    where step = 'tool.compensated' and idempotency_key is not null
+    group by idempotency_key
+),
+
+duplicate_compensation as (
+    select
+        'duplicate_compensation' as kind,
+        'medium' as severity,
+        session_id, turn_id, tool_call_id, idempotency_key,
+        second_hlc as detected_hlc,
+        format('Idempotency key {} was compensated {} times.', idempotency_key, compensations) as evidence
+    from compensations_by_key
+    where compensations > 1
+),
+
+carried_clock as (  -- only rows that carry their own HLC can contradict the wall clock
+    select session_id, turn_id, hlc, wall_ns, name, node
+    from turn_events
+    where hlc is not null
+),
+
+wall_before as (  -- in HLC order, the latest wall clock seen before each row
+    select
+        *,
+        max(wall_ns) over earlier as latest_wall_before,
+        arg_max(name, wall_ns) over earlier as earlier_name,
+        arg_max(node, wall_ns) over earlier as earlier_node
+    from carried_clock
+    window earlier as (partition by turn_id order by hlc, wall_ns rows between unbounded preceding and 1 preceding)
+),
+
+causal_inversion as (
+    select
+        'causal_inversion' as kind,
+        'low' as severity,
+        w.session_id, w.turn_id, null as tool_call_id, null as idempotency_key,
+        w.hlc as detected_hlc,
+        format('{} on {} comes before {} on {} by HLC, but the wall clocks put it {} ms later.',
+            w.earlier_name, w.earlier_node, w.name, w.node,
+            round((w.latest_wall_before - w.wall_ns) / 1e6, 3)) as evidence
+    from wall_before as w, settings as s
+    where w.latest_wall_before - w.wall_ns > s.clock_resolution_ms * 1e6
+    qualify row_number() over (partition by w.turn_id order by w.latest_wall_before - w.wall_ns desc, w.hlc) = 1
+),
+
+findings as (
+    select * from cancelled_but_committed
+    union all by name select * from cancel_not_propagated
+    union all by name select * from eager_side_effect
+    union all by name select * from untiered_tool
+    union all by name select * from missing_idempotency_key
+    union all by name select * from unapproved_side_effect
+    union all by name select * from unbilled_side_effect
+    union all by name select * from billed_not_committed
+    union all by name select * from tokens_billed_after_cancel
+    union all by name select * from ghost_commit
+    union all by name select * from duplicate_commit
+    union all by name select * from duplicate_compensation
+    union all by name select * from causal_inversion
+)
+
+select
+    kind,
+    severity,
+    session_id,
+    turn_id,
+    tool_call_id::varchar as tool_call_id,
+    idempotency_key::varchar as idempotency_key,
+    detected_hlc,
+    epoch_ms(detected_hlc >> 16) as detected_at,
+    evidence
+from findings;

@@ -1,0 +1,175 @@
+-- turn_events: one row per thing that happened in a turn: each span's start and end, and each span event, with the contract's attributes typed.
+-- A lifecycle step emitted as its own span (named like the event, e.g. `tool.committed`) is a step at its start.
+--   session_id: the session, resolved as in spans.
+--   turn_id: the turn, resolved as in spans.
+--   trace_id: the trace of the span the row comes from.
+--   span_id: the span the row comes from.
+--   parent_span_id: that span's parent.
+--   source: span_start, span_end or event.
+--   event_index: the event's position in its span (1-based); 0 for a span start, null for a span end.
+--   name: the event name, or the span name for span starts and ends.
+--   step: the contract step this row is (cancel.requested, tool.committed, ...); null for plain span starts and ends.
+--   layer: the span's layer (http, stream, runtime, tool, third_party, billing); null when nothing tells.
+--   node: service.instance.id (else service.name): whose clock stamped the row.
+--   service_name: service.name of the emitting resource.
+--   span_name: the span's name.
+--   span_kind: the span's OTLP kind.
+--   status_code: the span's status (unset / ok / error).
+--   wall_ns: when it happened by the emitting node's wall clock, Unix nanoseconds.
+--   hlc: the HLC the row carries itself (the event's turnlens.hlc, or the span's for its start); null when none.
+--   hlc_source: hlc (carried), span_clock (span's HLC plus wall time elapsed in the span) or wall_clock (no HLC at all).
+--   order_hlc: the packed HLC the timelines sort on: hlc, else derived as hlc_source says.
+--   hlc_ms: the physical part of order_hlc, Unix milliseconds.
+--   skew_ms: the carried HLC's physical part minus the row's own wall clock, in ms; null without a carried HLC.
+--   tool_call_id: gen_ai.tool.call.id (of the event, else of its span; a framework tool span without one is named by its span_id).
+--   tool_name: gen_ai.tool.name, else OpenInference tool.name.
+--   idempotency_key: turnlens.idempotency_key.
+--   tier: turnlens.tool.tier as the span says it (the registry fills gaps later, in side_effects).
+--   dispatch: turnlens.tool.dispatch (eager / speculative).
+--   billable: turnlens.tool.billable.
+--   requires_approval: turnlens.tool.requires_approval.
+--   cancel_origin: turnlens.cancel.origin (user_clicked / user_typed / timeout / client_disconnect).
+--   finish_reason: the first of gen_ai.response.finish_reasons (stop / cancelled / error).
+--   stream_tokens: turnlens.stream.tokens, tokens sent so far.
+--   third_party_status: turnlens.third_party.status (e.g. 250 OK).
+--   replayed: turnlens.third_party.replayed: the idempotency key de-duplicated this acknowledgement.
+--   billing_kind: turnlens.billing.kind (tokens / side_effect).
+--   billing_amount: turnlens.billing.amount.
+--   billing_tokens: turnlens.billing.tokens.
+--   input_kind: turnlens.input.kind (message / typing).
+--   attributes: the row's own attributes as JSON (the event's, or the span's for starts and ends).
+create or replace view turn_events as
+with contract_steps(step) as (  -- the span contract's event names (collector/contract.py EVENT_NAMES)
+    values
+        ('turn.user_input'), ('stream.progress'), ('stream.completed'), ('cancel.requested'),
+        ('cancel.received'), ('cancel.acknowledged'), ('tool.buffered'), ('tool.dispatched'),
+        ('tool.prepared'), ('tool.committed'), ('tool.compensated'), ('tool.compensation_failed'),
+        ('tool.discarded'), ('tool.failed'), ('partial.stored'), ('third_party.ack'),
+        ('approval.requested'), ('approval.granted'), ('approval.denied'), ('billing.charged'),
+        ('transcript.receipt')
+),
+
+typed_spans as (  -- the span's attributes parsed once: tool identity inherits into its events
+    select
+        session_id, turn_id, trace_id, span_id, parent_span_id, name as span_name, kind as span_kind,
+        status_code, layer, node, service_name, hlc as span_hlc, start_time_unix_nano, end_time_unix_nano,
+        attributes, events,
+        json_extract_string(attributes, [
+            '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
+            '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
+            '$."turnlens.tool.requires_approval"', '$."turnlens.cancel.origin"',
+            '$."gen_ai.response.finish_reasons"[0]', '$."gen_ai.response.finish_reasons"',
+            '$."turnlens.stream.tokens"', '$."turnlens.third_party.status"', '$."turnlens.third_party.replayed"',
+            '$."turnlens.billing.kind"', '$."turnlens.billing.amount"', '$."turnlens.billing.tokens"',
+            '$."turnlens.input.kind"'
+        ]) as a
+    from spans
+),
+
+span_starts as (
+    select
+        s.* exclude (events, a), 'span_start' as source, 0 as event_index, span_name as name,
+        (select c.step from contract_steps as c where c.step = s.span_name) as step,
+        start_time_unix_nano as wall_ns, span_hlc as own_hlc, a as own, a as inherited
+    from typed_spans as s
+),
+
+span_ends as (  -- a span that never ended has no end row (its turn shows it as open)
+    select
+        s.* exclude (events, a), 'span_end' as source, null::bigint as event_index, span_name as name,
+        null as step, end_time_unix_nano as wall_ns, null::bigint as own_hlc, a as own, a as inherited
+    from typed_spans as s
+    where end_time_unix_nano is not null
+),
+
+exploded as (
+    select s.* exclude (events), unnest(events) as event, generate_subscripts(events, 1) as event_index
+    from typed_spans as s
+    where len(events) > 0
+),
+
+span_events as (
+    select
+        e.* exclude (event, a, event_index), 'event' as source, event_index, event.name as name,
+        event.name as step, event.time_unix_nano as wall_ns, event.hlc as own_hlc,
+        json_extract_string(event.attributes, [
+            '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
+            '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
+            '$."turnlens.tool.requires_approval"', '$."turnlens.cancel.origin"',
+            '$."gen_ai.response.finish_reasons"[0]', '$."gen_ai.response.finish_reasons"',
+            '$."turnlens.stream.tokens"', '$."turnlens.third_party.status"', '$."turnlens.third_party.replayed"',
+            '$."turnlens.billing.kind"', '$."turnlens.billing.amount"', '$."turnlens.billing.tokens"',
+            '$."turnlens.input.kind"'
+        ]) as own,
+        a as inherited,
+        event.attributes as event_attributes
+    from exploded as e
+),
+
+all_rows as (
+    select * exclude (attributes), attributes from span_starts
+    union all by name
+    select * exclude (attributes), attributes from span_ends
+    union all by name
+    select * exclude (attributes, event_attributes), event_attributes as attributes from span_events
+),
+
+clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by wall time, else wall time
+    select
+        *,
+        case
+            when own_hlc is not null then 'hlc'
+            when span_hlc is not null then 'span_clock'
+            else 'wall_clock'
+        end as hlc_source,
+        coalesce(
+            own_hlc,
+            ((span_hlc >> 16) + (wall_ns - start_time_unix_nano) // 1000000) << 16,
+            (wall_ns // 1000000) << 16
+        ) as order_hlc,
+        coalesce(own[1], inherited[1]) as named_call_id,
+        coalesce(own[2], own[3], inherited[2], inherited[3]) as any_tool_name
+    from all_rows
+)
+
+select
+    session_id,
+    turn_id,
+    trace_id,
+    span_id,
+    parent_span_id,
+    source,
+    event_index,
+    name,
+    step,
+    layer,
+    node,
+    service_name,
+    span_name,
+    span_kind,
+    status_code,
+    wall_ns,
+    own_hlc as hlc,
+    hlc_source,
+    order_hlc,
+    order_hlc >> 16 as hlc_ms,
+    (own_hlc >> 16) - wall_ns / 1e6 as skew_ms,
+    coalesce(named_call_id, case when layer = 'tool' and any_tool_name is not null then span_id end)
+        as tool_call_id,
+    any_tool_name as tool_name,
+    coalesce(own[4], inherited[4]) as idempotency_key,
+    coalesce(own[5], inherited[5]) as tier,
+    coalesce(own[6], inherited[6]) as dispatch,
+    try_cast(coalesce(own[7], inherited[7]) as boolean) as billable,
+    try_cast(coalesce(own[8], inherited[8]) as boolean) as requires_approval,
+    coalesce(own[9], inherited[9]) as cancel_origin,
+    coalesce(own[10], own[11]) as finish_reason,
+    try_cast(own[12] as bigint) as stream_tokens,
+    own[13] as third_party_status,
+    try_cast(own[14] as boolean) as replayed,
+    own[15] as billing_kind,
+    try_cast(own[16] as double) as billing_amount,
+    try_cast(own[17] as bigint) as billing_tokens,
+    own[18] as input_kind,
+    attributes
+from clocked;
