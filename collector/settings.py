@@ -1,0 +1,114 @@
+"""The collector's settings in one object, with one precedence: defaults < environment < command-line flags.
+
+Every setting has an environment variable (TURNLENS_<NAME>) and a flag of the same name; the table
+below is also what `turnlens collect --help` and the README show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from turnlens.collector.store import parse_duration
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    """Where the collector listens, what it accepts and where it stores."""
+
+    store: Path = Path("turnlens-data")
+    http: str = "127.0.0.1:4318"  # "off" disables the OTLP/HTTP receiver
+    grpc: str = "127.0.0.1:4317"  # "off" disables the OTLP/gRPC receiver
+    token: str | None = None  # when set, every request needs `Authorization: Bearer <token>`
+    max_request_bytes: int = 64 * MIB  # one request, after decompression; larger ones get 413
+    max_inflight_bytes: int = 128 * MIB  # request bodies being decoded at once; past it, 429
+    retention: str | None = None  # e.g. 30d: drop date partitions older than this
+    compact_interval: str = "5m"  # how often the collector compacts small segments
+    shutdown_grace: str = "10s"  # on SIGTERM, how long in-flight requests may take to finish
+
+    @property
+    def retention_s(self) -> float | None:
+        return parse_duration(self.retention) if self.retention else None
+
+    @property
+    def compact_interval_s(self) -> float:
+        return parse_duration(self.compact_interval)
+
+    @property
+    def shutdown_grace_s(self) -> float:
+        return parse_duration(self.shutdown_grace)
+
+
+HELP = {
+    "store": "store directory (segments and the DuckDB catalog)",
+    "http": "OTLP/HTTP listen address HOST:PORT, or 'off'",
+    "grpc": "OTLP/gRPC listen address HOST:PORT, or 'off'",
+    "token": "require 'Authorization: Bearer TOKEN' on every request",
+    "max_request_bytes": "largest request accepted, in bytes after decompression (413 / RESOURCE_EXHAUSTED)",
+    "max_inflight_bytes": "bytes of requests decoded at once before answering 429 / UNAVAILABLE",
+    "retention": "drop data older than this (e.g. 30d); unset keeps everything",
+    "compact_interval": "how often small segments are merged (e.g. 5m)",
+    "shutdown_grace": "on SIGTERM, how long in-flight requests may take before the store is flushed",
+}
+
+
+def env_name(name: str) -> str:
+    return f"TURNLENS_{name.upper()}"
+
+
+def _convert(name: str, text: str) -> Any:
+    default = CollectorSettings.__dataclass_fields__[name].default
+    if name == "store":
+        return Path(text)
+    if isinstance(default, int):
+        return int(text)
+    return text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting; its default is None so the environment and the defaults show through."""
+    for f in fields(CollectorSettings):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.name != "token" else "unset"
+        parser.add_argument(
+            flag,
+            dest=f.name,
+            default=None,
+            metavar=f.name.upper().split("_")[-1] if f.name != "store" else "DIR",
+            help=f"{HELP[f.name]} (env {env_name(f.name)}; default {default})",
+        )
+
+
+def resolve(
+    args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None
+) -> CollectorSettings:
+    """Defaults, overridden by TURNLENS_* environment variables, overridden by flags."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in fields(CollectorSettings):
+        text = environ.get(env_name(f.name))
+        flag = getattr(args, f.name, None) if args is not None else None
+        if flag is not None:
+            text = flag
+        if text is not None and text != "":
+            values[f.name] = _convert(f.name, str(text))
+    settings = replace(CollectorSettings(), **values)
+    for name in ("retention_s", "compact_interval_s", "shutdown_grace_s"):
+        getattr(settings, name)  # a malformed duration fails here, at start-up
+    return settings
+
+
+def parse_address(text: str) -> tuple[str, int] | None:
+    """HOST:PORT (IPv6 as [::1]:4318) → (host, port); 'off' → None."""
+    if text.strip().lower() in ("off", "none", "no", "0"):
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"not a HOST:PORT address: {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
