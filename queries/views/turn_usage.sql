@@ -1,0 +1,47 @@
+-- turn_usage: one row per turn: tokens streamed and billed, what was charged, and whether usage is known, partial or unknown (never a silent zero).
+--   session_id: the session.
+--   turn_id: the turn.
+--   status: the turn's status (see turns).
+--   tokens_streamed: the most tokens any stream.progress reported; null when unknown.
+--   tokens_streamed_before_cancel: the same, counting only progress before the first cancel.requested; null for a turn not cancelled or without progress before it.
+--   tokens_billed: the sum of turnlens.billing.tokens of token charges; null when none was charged.
+--   token_cost: the sum of turnlens.billing.amount of token charges; null when none.
+--   side_effect_cost: the sum of turnlens.billing.amount of side-effect charges; null when none.
+--   total_cost: token_cost plus side_effect_cost, nulls counting as nothing; null when neither is known.
+--   usage: known (tokens were billed), partial (only the stream's progress tells how many tokens), unknown (neither).
+create or replace view turn_usage as
+with usage_rows as (
+    select
+        e.session_id,
+        e.turn_id,
+        max(e.stream_tokens) filter (where e.step = 'stream.progress') as tokens_streamed,
+        max(e.stream_tokens) filter (where e.step = 'stream.progress' and e.order_hlc <= x.requested_hlc)
+            as tokens_streamed_before_cancel,
+        sum(e.billing_tokens) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as tokens_billed,
+        sum(e.billing_amount) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as token_cost,
+        sum(e.billing_amount) filter (where e.step = 'billing.charged' and e.billing_kind is distinct from 'tokens')
+            as side_effect_cost
+    from turn_events as e
+    left join cancel_acks as x using (session_id, turn_id)
+    where e.step in ('stream.progress', 'billing.charged')
+    group by e.session_id, e.turn_id
+)
+
+select
+    t.session_id,
+    t.turn_id,
+    t.status,
+    u.tokens_streamed,
+    u.tokens_streamed_before_cancel,
+    u.tokens_billed,
+    u.token_cost,
+    u.side_effect_cost,
+    case when u.token_cost is not null or u.side_effect_cost is not null
+        then coalesce(u.token_cost, 0) + coalesce(u.side_effect_cost, 0) end as total_cost,
+    case
+        when u.tokens_billed is not null then 'known'
+        when u.tokens_streamed is not null then 'partial'
+        else 'unknown'
+    end as usage
+from turns as t
+left join usage_rows as u using (session_id, turn_id);
