@@ -150,7 +150,8 @@ def _merge(sources: list[Path], tmp: Path, row_group_rows: int) -> tuple[list[Pa
     rows = 0
     buffer: list[pa.Table] = []
     buffered = 0
-    with pq.ParquetWriter(str(tmp), SEGMENT_SCHEMA, compression=segments.COMPRESSION) as writer:
+    options = segments.parquet_options(segments.COLD_COMPRESSION)
+    with pq.ParquetWriter(str(tmp), SEGMENT_SCHEMA, **options) as writer:
         for path in sources:
             try:
                 parquet = pq.ParquetFile(str(path))

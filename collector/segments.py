@@ -25,8 +25,31 @@ PARTITION_PREFIX = "date="
 # A zero-row segment in a partition no real span falls into, so a fresh store's views bind.
 PLACEHOLDER = Path("date=1970-01-01") / "empty.parquet"
 SEGMENT_SUFFIX = ".parquet"
-# zstd: about the CPU cost of snappy at batches of 2k+ rows, and half the bytes (measured, see store.md).
-COMPRESSION = "zstd"
+# Fresh segments favour the writer's CPU (it shares a core with decoding); compaction rewrites them
+# with zstd, about half the bytes of lz4 for ~30 % more CPU (measured, see readme-parts/store.md).
+HOT_COMPRESSION = "lz4"
+COLD_COMPRESSION = "zstd"
+# Min/max statistics only where a reader filters (row groups skipped by time, id, session); on the
+# JSON and nested columns they cost CPU and help no query.
+STATISTICS_COLUMNS = [
+    "trace_id", "span_id", "start_time_unix_nano", "service_name", "node",
+    "span_session_id", "span_turn_id", "layer", "hlc", "received_unix_nano",
+]
+# Dictionary encoding where values repeat across spans; ids, times and attribute JSON rarely do.
+DICTIONARY_COLUMNS = [
+    "trace_id", "trace_state", "name", "kind", "status_code", "status_message",
+    "resource_attributes", "resource_schema_url", "scope_name", "scope_version", "scope_attributes",
+    "scope_schema_url", "service_name", "node", "span_session_id", "span_turn_id", "layer",
+]
+
+
+def parquet_options(compression: str) -> dict[str, object]:
+    """Keyword arguments for pyarrow's Parquet writers, shared by fresh and compacted segments."""
+    return {
+        "compression": compression,
+        "write_statistics": STATISTICS_COLUMNS,
+        "use_dictionary": DICTIONARY_COLUMNS,
+    }
 # How old a temporary file of a process we cannot see (another host) must be before we remove it.
 STALE_TMP_AGE_S = 3600.0
 
@@ -93,14 +116,14 @@ def publish(tmp: Path, final: Path) -> None:
     fsync_dir(final.parent)
 
 
-def write_segment(table: pa.Table, final: Path) -> int:
+def write_segment(table: pa.Table, final: Path, compression: str = HOT_COMPRESSION) -> int:
     """Writes `table` as the segment `final` (temporary name, fsync, rename, fsync dir); returns its bytes."""
     tmp = tmp_path(final)
     for attempt in (1, 2):
         try:
             ensure_dir(final.parent)
             # By path, not a Python file object: Arrow's native writer releases the GIL while it encodes.
-            pq.write_table(table, str(tmp), compression=COMPRESSION)
+            pq.write_table(table, str(tmp), **parquet_options(compression))
             break
         except FileNotFoundError:
             # Retention may have removed an emptied partition directory between ensure_dir and open.

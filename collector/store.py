@@ -62,7 +62,6 @@ class StoreStats:
 class _Group:
     """Appends that are written together and acknowledged together."""
 
-    first_at: float
     tables: list[pa.Table] = field(default_factory=list)
     rows: int = 0
     nbytes: int = 0
@@ -92,9 +91,11 @@ class Store:
     """A directory of Hive-partitioned Parquet segments; `append` returns once the rows are durable.
 
     Options:
-      flush_interval_s: the longest an appended row waits before its segment is written.
-      flush_rows: write at once when this many rows are waiting.
-      idle_s: write early when no append arrived for this long (every sender is waiting for us).
+      flush_interval_s: segment writes start at most this often, so under load many appends share
+        one segment, while an append to an idle store is written at once. It is also the longest an
+        append waits before its write starts (unless the previous write takes longer).
+      flush_rows: write at once, whatever the interval, when this many rows are waiting.
+      compression: of fresh segments (compaction rewrites them with zstd).
       max_backlog_rows / max_backlog_bytes: rows (Arrow bytes) appended but not yet durable; past
         either, append raises StoreOverloaded. A single append larger than the limit is accepted when
         nothing else waits, so memory is bounded by the limit plus one request.
@@ -109,9 +110,9 @@ class Store:
         root: Path,
         *,
         writer_id: str | None = None,
-        flush_interval_s: float = 0.1,
+        flush_interval_s: float = 0.05,
         flush_rows: int = 16_384,
-        idle_s: float = 0.01,
+        compression: str = segments.HOT_COMPRESSION,
         max_backlog_rows: int = 200_000,
         max_backlog_bytes: int = 256 * 1024 * 1024,
         compact_interval_s: float | None = None,
@@ -124,7 +125,7 @@ class Store:
             raise ValueError(f"writer_id may hold only letters, digits, '_', '.', '-': {self.writer_id!r}")
         self.flush_interval_s = flush_interval_s
         self.flush_rows = flush_rows
-        self.idle_s = idle_s
+        self.compression = compression
         self.max_backlog_rows = max_backlog_rows
         self.max_backlog_bytes = max_backlog_bytes
         self.retention_s = retention_s
@@ -141,7 +142,7 @@ class Store:
         self._open: _Group | None = None  # accepting appends
         self._backlog_rows = 0  # open group + the group being written
         self._backlog_bytes = 0
-        self._last_append_at = 0.0
+        self._last_write_at = -float("inf")  # monotonic start of the latest segment write
         self._flush_requested = False
         self._closed = False
         self._in_flight: _Group | None = None  # taken by the writer, not yet durable
@@ -185,17 +186,15 @@ class Store:
             ):
                 self.stats.overloaded += 1
                 raise StoreOverloaded(self._retry_hint(), self._backlog_rows)
-            now = time.monotonic()
             group = self._open
             if group is None:
-                group = self._open = _Group(first_at=now)
+                group = self._open = _Group()
                 self._cond.notify_all()
             group.tables.append(table)
             group.rows += rows
             group.nbytes += nbytes
             self._backlog_rows += rows
             self._backlog_bytes += nbytes
-            self._last_append_at = now
             self.stats.appends += 1
             if group.rows >= self.flush_rows:
                 self._cond.notify_all()
@@ -284,7 +283,7 @@ class Store:
         """Seconds until `group` must be written (0 or less: now)."""
         if self._closed or self._flush_requested or group.rows >= self.flush_rows:
             return 0.0
-        return min(group.first_at + self.flush_interval_s, self._last_append_at + self.idle_s) - now
+        return self._last_write_at + self.flush_interval_s - now
 
     def _take_group(self) -> _Group | None:
         """Waits until the open group is due, then takes it; None once closed with nothing left."""
@@ -296,8 +295,10 @@ class Store:
                         return None
                     self._cond.wait()
                     continue
-                wait = self._due(group, time.monotonic())
+                now = time.monotonic()
+                wait = self._due(group, now)
                 if wait <= 0:
+                    self._last_write_at = now
                     self._open = None
                     self._flush_requested = False
                     self._in_flight = group
@@ -334,7 +335,7 @@ class Store:
         written = 0
         for day, rows in segments.split_by_day(table):
             final = self.segments_root / segments.partition_name(day) / self._next_segment_name()
-            written += segments.write_segment(rows, final)
+            written += segments.write_segment(rows, final, self.compression)
             self.stats.segments_written += 1
         return written
 
