@@ -11,12 +11,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import Any
 
 import duckdb
 import pyarrow as pa
-
 from turnlens.queries import registry, settings
 
 QUERIES_DIR = Path(__file__).resolve().parent
@@ -59,12 +57,14 @@ def read_order(folder: Path) -> list[str]:
     if missing:
         raise CatalogError(f"{order_file} names files that do not exist: {', '.join(missing)}")
     if orphans:
-        raise CatalogError(f"{folder} has SQL files that {order_file.name} does not list: {', '.join(orphans)}")
+        raise CatalogError(
+            f"{folder} has SQL files that {order_file.name} does not list: {', '.join(orphans)}"
+        )
     return listed
 
 
 def parse_view(path: Path) -> SqlView:
-    """Reads one view file: the first comment line is the grain, `--   column: meaning` lines document columns."""
+    """Reads one view file: the first comment line is the grain, `--   column: meaning` lines the columns."""
     sql = path.read_text()
     match = _CREATE.search(sql)
     if not match:
@@ -107,7 +107,7 @@ class NamedQuery:
 
 
 def load_named(queries_dir: Path = QUERIES_DIR) -> dict[str, NamedQuery]:
-    """Every file of `named/`: the first comment line is the title, `--   $param: meaning` lines its parameters."""
+    """Every file of `named/`: the first comment line is the title, `--   $param: meaning` its parameters."""
     named = {}
     for path in sorted((queries_dir / NAMED_FOLDER).glob("*.sql")):
         sql = path.read_text()
@@ -119,7 +119,8 @@ def load_named(queries_dir: Path = QUERIES_DIR) -> dict[str, NamedQuery]:
             doc = _PARAM_DOC.match(line)
             if doc:
                 params[doc.group(1)] = doc.group(2).strip()
-        used = set(re.findall(r"\$(\w+)", "\n".join(ln for ln in sql.splitlines() if not ln.startswith("--"))))
+        body = "\n".join(ln for ln in sql.splitlines() if not ln.startswith("--"))
+        used = set(re.findall(r"\$(\w+)", body))
         if used != set(params):
             raise CatalogError(f"{path}: parameters used {sorted(used)} but documented {sorted(params)}")
         named[path.stem] = NamedQuery(path.stem, header[0].removeprefix("--").strip(), sql, params)
@@ -142,7 +143,7 @@ def run_named(
 
 
 def describe_views(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str, str, str]]:
-    """(view, view comment, column, type, column comment) for every turnlens view, as the SQL console lists them."""
+    """(view, grain, column, type, meaning) for every turnlens view, as the SQL console lists them."""
     names = [view.name for view in load_views()]
     return [
         (row[0], row[1] or "", row[2], row[3], row[4] or "")
@@ -181,7 +182,7 @@ def apply_views(con: duckdb.DuckDBPyConnection, segments_glob: str, views: list[
 
 
 def apply_tables(con: duckdb.DuckDBPyConnection, store_dir: Path, queries_dir: Path = QUERIES_DIR) -> None:
-    """Creates the settings and tool-registry tables from DIR/settings.toml, the environment and DIR/tool_registry.toml."""
+    """Creates the settings and tool-registry tables (settings.toml, environment, tool_registry.toml)."""
     values = settings.resolve(store_dir)
     settings_rows = pa.table(
         {

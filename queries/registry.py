@@ -5,10 +5,10 @@ The file lives at `DIR/tool_registry.toml`; write_catalog loads it into the cata
 what was observed. Format (every key but the table name is optional):
 
     [tools.send_invoice]                  # the tool's name, as in gen_ai.tool.name / tool.name
-    tier = "hard_irreversible"            # read_only | button_reversible | soft_irreversible | hard_irreversible
+    tier = "hard_irreversible"            # read_only | button_reversible | soft_/hard_irreversible
     dispatch = "speculative"              # eager | speculative
     billable = true                       # a committed call must be charged
-    requires_approval = true              # a committed call needs approval.granted first (implied by hard_irreversible)
+    requires_approval = true              # needs approval.granted before commit (hard_irreversible: always)
     owner = "billing-team"                # who to ask
     description = "Emails an invoice through the relay"
 
@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-
 from turnlens.collector.contract import DISPATCH_MODES, TIERS
 
 REGISTRY_FILE = "tool_registry.toml"
@@ -69,7 +68,8 @@ def _entry(path: Path, name: str, body: object) -> ToolEntry:
     if body.get("tier") is not None and body["tier"] not in TIERS:
         raise RegistryError(f"{where}: tier {body['tier']!r} is not one of {', '.join(TIERS)}")
     if body.get("dispatch") is not None and body["dispatch"] not in DISPATCH_MODES:
-        raise RegistryError(f"{where}: dispatch {body['dispatch']!r} is not one of {', '.join(DISPATCH_MODES)}")
+        modes = ", ".join(DISPATCH_MODES)
+        raise RegistryError(f"{where}: dispatch {body['dispatch']!r} is not one of {modes}")
     for flag in ("billable", "requires_approval"):
         if flag in body and not isinstance(body[flag], bool):
             raise RegistryError(f"{where}: {flag} must be true or false")
@@ -87,7 +87,8 @@ def load_registry(path: Path) -> list[ToolEntry]:
         raise RegistryError(f"{path}: {exc}") from exc
     unknown = sorted(set(document) - {"tools"})
     if unknown:
-        raise RegistryError(f"{path}: unknown top-level keys {', '.join(unknown)}; tools go under [tools.<name>]")
+        keys = ", ".join(unknown)
+        raise RegistryError(f"{path}: unknown top-level keys {keys}; tools go under [tools.<name>]")
     tools = document.get("tools", {})
     return [_entry(path, name, body) for name, body in tools.items()]
 

@@ -18,7 +18,6 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from turnlens.collector import contract as c
 from turnlens.collector.schema import SEGMENT_SCHEMA
 from turnlens.queries import catalog
@@ -166,7 +165,7 @@ def write_store(
 
 @pytest.fixture
 def kit(tmp_path: Path) -> Iterator[SimpleNamespace]:
-    """The builders plus `store(rows, registry_toml=..., settings_toml=...)` → read-only catalog connection."""
+    """The builders plus `store(rows, registry_toml=..., settings_toml=...)`: a read-only connection."""
     connections: list[duckdb.DuckDBPyConnection] = []
     stores = itertools.count()
 

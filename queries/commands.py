@@ -1,0 +1,138 @@
+"""The `turnlens views` and `turnlens query` subcommands: the view catalogue, ad-hoc and named queries."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import decimal
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from turnlens.collector import segments
+from turnlens.queries import catalog, settings
+
+
+def segments_glob(store_dir: Path) -> str:
+    """The glob over a store's segment files, as the collector lays them out."""
+    return str(store_dir.resolve() / segments.SEGMENTS_DIR / "*" / f"*{segments.SEGMENT_SUFFIX}")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    views = subparsers.add_parser("views", help="list the views, their grain and their columns")
+    views.add_argument("view", nargs="?", help="show only this view")
+    views.add_argument("--store", type=Path, help="read the documentation from this store's catalog")
+    views.add_argument("--rebuild", action="store_true",
+                       help="rewrite the store's catalog first (after editing settings/tool_registry.toml)")
+    views.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    views.set_defaults(func=run_views)
+
+    query = subparsers.add_parser("query", help="run SQL or a named query against a store's views")
+    query.add_argument("sql", metavar="SQL|NAME", help="SQL, or a query name from queries/named/")
+    query.add_argument("--store", type=Path, required=True, help="the store folder (holds turnlens.duckdb)")
+    query.add_argument("--param", action="append", default=[], metavar="K=V", help="a named query parameter")
+    query.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                       help="override a setting for this query (e.g. slo_cancel_to_ack_ms=50)")
+    query.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    query.set_defaults(func=run_query)
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"turnlens: {what} {item!r} is not KEY=VALUE")
+        pairs[key] = value
+    return pairs
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def write_rows(columns: list[str], rows: list[tuple], fmt: str, out: Any = None) -> None:
+    """Prints rows as an aligned table, CSV or JSON (one array of objects)."""
+    out = out or sys.stdout
+    if fmt == "json":
+        json.dump([{c: _plain(v) for c, v in zip(columns, row, strict=True)} for row in rows], out, indent=1)
+        out.write("\n")
+    elif fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[_plain(v) for v in row] for row in rows])
+    else:
+        cells = [[("" if v is None else str(_plain(v))) for v in row] for row in rows]
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+        out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
+        for r in cells:
+            out.write("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() + "\n")
+        out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
+
+
+def run_views(args: argparse.Namespace) -> int:
+    if args.store is not None:
+        if args.rebuild:
+            catalog.write_catalog(args.store, segments_glob(args.store))
+        with catalog.connect(args.store) as con:
+            rows = catalog.describe_views(con)
+    else:
+        rows = [
+            (view.name, view.grain, column, "", doc)
+            for view in catalog.load_views()
+            for column, doc in view.columns.items()
+        ]
+    if args.view:
+        rows = [row for row in rows if row[0] == args.view]
+        if not rows:
+            print(f"turnlens: no view {args.view!r}", file=sys.stderr)
+            return 1
+    if args.format != "table":
+        write_rows(["view", "grain", "column", "type", "meaning"], rows, args.format)
+        return 0
+    current = None
+    for view, grain, column, type_, meaning in rows:
+        if view != current:
+            print(f"{'' if current is None else chr(10)}{view}\n  {grain}")
+            current = view
+        print(f"    {column:<30} {type_:<12} {meaning}".rstrip())
+    return 0
+
+
+def run_query(args: argparse.Namespace) -> int:
+    params = _pairs(args.param, "--param")
+    overrides = _pairs(args.set, "--set")
+    named = catalog.load_named()
+    try:
+        for name, value in settings.resolve(overrides=overrides).items():
+            if name in overrides:
+                overrides[name] = str(value)
+        with catalog.connect(args.store) as con:
+            for name, value in overrides.items():
+                # names were checked by settings.resolve above; SET takes no bound parameters
+                con.execute(f"set variable {name} = {float(value)!r}")
+            if args.sql in named:
+                cursor = catalog.run_named(con, args.sql, params)
+            else:
+                if params:
+                    known = ", ".join(sorted(named))
+                    raise catalog.CatalogError(f"--param is for named queries; known: {known}")
+                cursor = con.execute(args.sql)
+            columns = [d[0] for d in cursor.description] if cursor.description else []
+            rows = cursor.fetchall() if columns else []
+    except (duckdb.Error, catalog.CatalogError, settings.SettingsError) as exc:
+        print(f"turnlens: {exc}", file=sys.stderr)
+        return 1
+    write_rows(columns, rows, args.format)
+    return 0
