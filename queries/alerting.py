@@ -36,6 +36,7 @@ RESOLVED_RETENTION = timedelta(minutes=15)  # Prometheus re-sends resolved alert
 RESERVED_LABELS = ("alertname", "severity")
 # The parameters a rule may use; only those its SQL names are bound (DuckDB rejects extra ones).
 PARAMETERS = ("at", "at_ms", "at_hlc")
+ANNOTATION_PREFIX = "annotation_"  # a column `annotation_evidence` is annotation `evidence`, not a label
 
 _HEADER_KEY = re.compile(r"^--\s?(\w+):\s?(.*)$")
 _CONTINUATION = re.compile(r"^--\s{3,}(.*)$")
@@ -179,9 +180,11 @@ def load_rules(rules_dir: Path = ALERTS_DIR) -> list[Rule]:
 
 
 def bind_parameters(rule: Rule, at: datetime) -> dict[str, Any]:
-    """The evaluation time as each form a rule may use: timestamp, Unix ms, and the largest HLC of that ms."""
+    """The evaluation time as each form a rule may use: `$at` a TIMESTAMP in UTC, `$at_ms` Unix ms,
+    `$at_hlc` the largest packed HLC of that millisecond (so `hlc <= $at_hlc` keeps the whole ms)."""
     at_ms = int(at.timestamp() * 1000)
-    values = {"at": at, "at_ms": at_ms, "at_hlc": (at_ms << HLC_LOGICAL_BITS) | HLC_LOGICAL_MASK}
+    naive_utc = at.astimezone(UTC).replace(tzinfo=None)  # views' timestamps are naive UTC
+    values = {"at": naive_utc, "at_ms": at_ms, "at_hlc": (at_ms << HLC_LOGICAL_BITS) | HLC_LOGICAL_MASK}
     return {name: values[name] for name in rule.parameters}
 
 
@@ -217,13 +220,17 @@ def fingerprint(labels: Mapping[str, str]) -> str:
 
 
 def evaluate(con: duckdb.DuckDBPyConnection, rule: Rule, at: datetime) -> list[Instance]:
-    """Runs the rule at `at`: every column but `value` becomes a label; null labels are left out."""
+    """Runs the rule at `at`: every column becomes a label (nulls left out) except `value` and
+    `annotation_*` columns, which become annotations; all of them fill `{name}` in summary/description."""
     cursor = con.execute(rule.sql, bind_parameters(rule, at))
     columns = [d[0] for d in cursor.description]
     instances = []
     for row in cursor.fetchall():
         record = dict(zip(columns, row, strict=True))
         raw_value = record.pop("value", None)
+        notes = {k: record.pop(k) for k in columns if k.startswith(ANNOTATION_PREFIX)}
+        extra = {k.removeprefix(ANNOTATION_PREFIX): _label_value(v) for k, v in notes.items()
+                 if v is not None}
         value = (
             None
             if raw_value is None
@@ -233,11 +240,12 @@ def evaluate(con: duckdb.DuckDBPyConnection, rule: Rule, at: datetime) -> list[I
         labels.update(
             {k: _label_value(v) for k, v in record.items() if v is not None and k not in RESERVED_LABELS}
         )
-        values = {**labels, "value": value or ""}
+        values = {**labels, **extra, "value": value or ""}
         annotations = {
+            **extra,
             "summary": _render(rule.summary, values),
             "description": _render(rule.description, values),
-            "runbook": rule.runbook,
+            "runbook": _render(rule.runbook, values),
         }
         if value is not None:
             annotations["value"] = value

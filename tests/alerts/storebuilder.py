@@ -128,3 +128,46 @@ class StoreBuilder:
         else:
             write_catalog(self.store, glob, queries_dir)
         return self.store
+
+
+def cancelled_turn(b: StoreBuilder, *, session: str, turn: str, t0_ms: int, ack_ms: int = 80,
+                   tool: str = "send_email", tier: str = "hard_irreversible",
+                   commit_after_cancel: bool = True,
+                   call: str | None = None, key: str | None = None, node_skew_ms: int = 0) -> None:
+    """A streaming turn the user stopped at `t0_ms`: five layers, one eager tool call.
+
+    With `commit_after_cancel` the tool commits 250 ms after the stop and the third party answers
+    `250 OK` (cancelled_but_committed); the slowest layer acknowledges the cancel `ack_ms` after it.
+    """
+    call = call or f"call-{turn}"
+    key = key or f"key-{turn}"
+    tool_attrs = {contract.TOOL_NAME: tool, contract.TOOL_CALL_ID: call, contract.IDEMPOTENCY_KEY: key,
+                  contract.TOOL_TIER: tier, contract.TOOL_DISPATCH: "eager", contract.TOOL_BILLABLE: False,
+                  contract.TOOL_REQUIRES_APPROVAL: False}
+    common = {"session": session, "turn": turn}
+    end = t0_ms + max(ack_ms, 300) + 10
+    b.span(**common, layer="http", name="POST /chat", start_ms=t0_ms - 3000, end_ms=end, events=[
+        ("turn.user_input", t0_ms - 3000, {contract.INPUT_KIND: "message"}),
+        ("cancel.requested", t0_ms, {contract.CANCEL_ORIGIN: "user_clicked"}),
+        ("cancel.acknowledged", t0_ms + min(ack_ms, 40), {})])
+    b.span(**common, layer="stream", name="stream", start_ms=t0_ms - 2990, end_ms=end, events=[
+        ("stream.progress", t0_ms - 1000, {contract.STREAM_TOKENS: 40}),
+        ("cancel.received", t0_ms + 10, {}),
+        ("cancel.acknowledged", t0_ms + min(ack_ms, 60), {}),
+        ("stream.completed", t0_ms + min(ack_ms, 60), {contract.FINISH_REASONS: ["cancelled"]})])
+    b.span(**common, layer="runtime", name="invoke_agent", start_ms=t0_ms - 2980, end_ms=end, events=[
+        ("tool.dispatched", t0_ms - 500, tool_attrs),
+        ("cancel.received", t0_ms + 20, {}),
+        ("cancel.acknowledged", t0_ms + min(ack_ms, 70), {})])
+    tool_events = [("tool.prepared", t0_ms - 480, tool_attrs), ("cancel.received", t0_ms + 30, {})]
+    if commit_after_cancel:
+        tool_events.append(("tool.committed", t0_ms + 250, tool_attrs))
+    tool_events.append(("cancel.acknowledged", t0_ms + ack_ms, {}))
+    b.span(**common, layer="tool", name=f"execute_tool {tool}", start_ms=t0_ms - 490, end_ms=end,
+           attributes=tool_attrs, events=tool_events, skew_ms=node_skew_ms)
+    if commit_after_cancel:
+        b.span(**common, layer="third_party", name="POST relay", start_ms=t0_ms + 200, end_ms=t0_ms + 260,
+               attributes={contract.TOOL_CALL_ID: call, contract.IDEMPOTENCY_KEY: key},
+               events=[("third_party.ack", t0_ms + 255, {contract.THIRD_PARTY_STATUS: "250 OK",
+                                                         contract.IDEMPOTENCY_KEY: key,
+                                                         contract.TOOL_CALL_ID: call})])
