@@ -348,8 +348,10 @@ def _list_of_structs(items: list[tuple[Any, ...]], offsets: list[int], struct: p
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
 
 
-def _id_problem(name: str, value: bytes, size: int, *, optional: bool = False) -> str | None:
+def _id_problem(name: str, value: bytes | str, size: int, *, optional: bool = False) -> str | None:
     """Why an id is invalid (OTLP: exact length, not all zero), or None."""
+    if isinstance(value, str):
+        return f"{name} {value}"
     if optional and not value:
         return None
     if len(value) != size:
@@ -538,13 +540,21 @@ def _json_enum(value: Any, names: tuple[str, ...], prefix: str, what: str) -> in
     return _json_int(value, what)
 
 
-def _json_hex_id(value: Any) -> bytes:
-    if not isinstance(value, str):
+def _json_hex_id(value: Any) -> bytes | str:
+    """The id's bytes, or why it cannot be one (OTLP/JSON ids are hex strings)."""
+    if value is None or value == "":
         return b""
+    if not isinstance(value, str):
+        return "is not a hex string"
     try:
         return bytes.fromhex(value)
     except ValueError:
-        return b"\x00invalid"  # reported by _id_problem as a wrong length
+        return "is not a hex string"
+
+
+def _hex(value: bytes | str) -> str:
+    """Lower-case hex of a checked id (a problem string never gets this far: its span is rejected)."""
+    return value.hex() if isinstance(value, bytes) else ""
 
 
 def _json_value(value: Any) -> Any:
@@ -679,7 +689,7 @@ def _add_json_span(rows: _Rows, span: Mapping[str, Any]) -> None:
             or _id_problem("link span_id", link_span, 8)
         )
         links.append(
-            (link_trace.hex(), link_span.hex(), _get(link, "traceState", "trace_state") or None,
+            (_hex(link_trace), _hex(link_span), _get(link, "traceState", "trace_state") or None,
              _dumps(_json_attributes(_get(link, "attributes", default=[]))), _dropped(link),
              _json_int(_get(link, "flags", default=0), "flags"))
         )
@@ -692,7 +702,7 @@ def _add_json_span(rows: _Rows, span: Mapping[str, Any]) -> None:
     read = {key: value for key, value in attributes.items() if key in _READ_KEYS}
     rows.spans.append(
         (
-            trace_id.hex(), span_id.hex(), parent.hex() or None,
+            _hex(trace_id), _hex(span_id), _hex(parent) or None,
             _get(span, "traceState", "trace_state") or None,
             _json_int(_get(span, "flags", default=0), "flags"), _get(span, "name", default=""), kind_name,
             start, end or None, _dumps(attributes), _dropped(span),

@@ -79,4 +79,7 @@ UNSTORED_OTLP_FIELDS = {
     "ResourceSpans.resource": "flattened into resource_* columns",
     "ScopeSpans.scope": "flattened into scope_* columns",
     "Span.status": "flattened into status_* columns",
+    "Resource.entity_refs": "development-status entity references; they name keys of resource_attributes",
+    "KeyValue.key_strindex": "string-table reference used by the profiles signal only; never set in traces",
+    "AnyValue.string_value_strindex": "string-table reference used by the profiles signal only",
 }
