@@ -4,17 +4,23 @@
 --   turn_id: the turn.
 --   tool_call_id: the tool call, for a tool_call breach.
 --   tool_name: the tool, for a tool_call breach.
---   observed_ms: how long it took (turn: wall clock first to last row; tool_call: its tool spans; segment_gap: HLC time between two stream.progress events).
+--   observed_ms: how long it took (turn: wall clock first to last row seen, open or not; tool_call: its tool spans; segment_gap: HLC time between two stream.progress events).
 --   budget_ms: the budget it went over.
 --   over_ms: observed_ms minus budget_ms.
 --   started_hlc: packed HLC where the breaching stretch started.
 --   evidence: one sentence.
 create or replace view budget_breaches as
-with turn_breaches as (
+with turn_spans as (
+    select session_id, turn_id, (max(wall_ns) - min(wall_ns)) / 1e6 as duration_ms, min(order_hlc) as started_hlc
+    from turn_events
+    group by session_id, turn_id
+),
+
+turn_breaches as (
     select
         'turn' as budget, t.session_id, t.turn_id, null::varchar as tool_call_id, null::varchar as tool_name,
         t.duration_ms as observed_ms, s.turn_budget_ms as budget_ms, t.started_hlc
-    from turns as t
+    from turn_spans as t
     cross join settings as s
     where t.duration_ms > s.turn_budget_ms
 ),

@@ -156,15 +156,11 @@ unapproved_side_effect as (
         and (approval_granted_hlc is null or approval_granted_hlc > committed_hlc)
 ),
 
-charged_calls as (  -- a charge may sit in another turn's trace: match it by call id or key anywhere
-    select tool_call_id as ref from calls where charges > 0
-    union
+charged_keys as (  -- a charge may sit in another turn's trace: keys are unique across turns, call ids are not
     select idempotency_key from calls where charges > 0 and idempotency_key is not null
 ),
 
-committed_calls as (
-    select tool_call_id as ref from calls where committed_hlc is not null
-    union
+committed_keys as (
     select idempotency_key from calls where committed_hlc is not null and idempotency_key is not null
 ),
 
@@ -179,8 +175,8 @@ unbilled_side_effect as (
     where c.billable
         and c.committed_hlc is not null
         and c.compensated_hlc is null
-        and c.tool_call_id not in (select ref from charged_calls)
-        and coalesce(c.idempotency_key not in (select ref from charged_calls), true)
+        and c.charges = 0
+        and coalesce(c.idempotency_key not in (select idempotency_key from charged_keys), true)
 ),
 
 billed_not_committed as (
@@ -195,8 +191,7 @@ billed_not_committed as (
     from calls as c
     where c.charges > 0
         and c.committed_hlc is null
-        and c.tool_call_id not in (select ref from committed_calls)
-        and coalesce(c.idempotency_key not in (select ref from committed_calls), true)
+        and coalesce(c.idempotency_key not in (select idempotency_key from committed_keys), true)
 ),
 
 turn_tokens as (

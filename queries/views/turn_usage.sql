@@ -1,7 +1,7 @@
 -- turn_usage: one row per turn: tokens streamed and billed, what was charged, and whether usage is known, partial or unknown (never a silent zero).
 --   session_id: the session.
 --   turn_id: the turn.
---   status: the turn's status (see turns).
+--   cancelled: a cancel was requested in the turn (its usage is the one most often unknown).
 --   tokens_streamed: the most tokens any stream.progress reported; null when unknown.
 --   tokens_streamed_before_cancel: the same, counting only progress before the first cancel.requested; null for a turn not cancelled or without progress before it.
 --   tokens_billed: the sum of turnlens.billing.tokens of token charges; null when none was charged.
@@ -10,7 +10,12 @@
 --   total_cost: token_cost plus side_effect_cost, nulls counting as nothing; null when neither is known.
 --   usage: known (tokens were billed), partial (only the stream's progress tells how many tokens), unknown (neither).
 create or replace view turn_usage as
-with usage_rows as (
+with turn_keys as (
+    select distinct session_id, turn_id
+    from turn_events
+),
+
+usage_rows as (
     select
         e.session_id,
         e.turn_id,
@@ -30,7 +35,7 @@ with usage_rows as (
 select
     t.session_id,
     t.turn_id,
-    t.status,
+    x.turn_id is not null as cancelled,
     u.tokens_streamed,
     u.tokens_streamed_before_cancel,
     u.tokens_billed,
@@ -43,5 +48,6 @@ select
         when u.tokens_streamed is not null then 'partial'
         else 'unknown'
     end as usage
-from turns as t
-left join usage_rows as u using (session_id, turn_id);
+from turn_keys as t
+left join usage_rows as u using (session_id, turn_id)
+left join cancel_acks as x using (session_id, turn_id);

@@ -7,9 +7,10 @@ read-only connection to the catalog that write_catalog built over them.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -87,9 +88,9 @@ def span(
     span_session = attributes.get(c.SESSION_ID, attributes.get(c.GEN_AI_CONVERSATION_ID))
     inferred = c.infer_layer(kind, attributes)
     return {
-        "trace_id": trace.encode().hex().ljust(32, "0")[:32],
-        "span_id": sid.encode().hex().ljust(16, "0")[:16],
-        "parent_span_id": parent.encode().hex().ljust(16, "0")[:16] if parent else None,
+        "trace_id": trace_hex(trace),
+        "span_id": span_hex(sid),
+        "parent_span_id": span_hex(parent) if parent else None,
         "trace_state": None,
         "flags": 1,
         "name": name,
@@ -102,8 +103,8 @@ def span(
         "dropped_events_count": 0,
         "links": [
             {
-                "trace_id": t.encode().hex().ljust(32, "0")[:32],
-                "span_id": s.encode().hex().ljust(16, "0")[:16],
+                "trace_id": trace_hex(t),
+                "span_id": span_hex(s),
                 "trace_state": None,
                 "attributes": "{}",
                 "dropped_attributes_count": 0,
@@ -133,11 +134,13 @@ def span(
 
 
 def trace_hex(name: str) -> str:
-    return name.encode().hex().ljust(32, "0")[:32]
+    """A test's short trace name as a 32-hex-digit trace id (a digest: prefixes never collide)."""
+    return hashlib.md5(name.encode()).hexdigest()
 
 
 def span_hex(name: str) -> str:
-    return name.encode().hex().ljust(16, "0")[:16]
+    """A test's short span name as a 16-hex-digit span id."""
+    return hashlib.md5(name.encode()).hexdigest()[:16]
 
 
 def write_store(
@@ -163,6 +166,14 @@ def write_store(
     return store_dir
 
 
+@pytest.fixture(scope="session")
+def builders() -> SimpleNamespace:
+    """The row builders alone, for module-scoped stores that hold many scenarios."""
+    return SimpleNamespace(
+        span=span, event=event, turn=contract_turn, hlc=hlc, ns=ns, write_store=write_store
+    )
+
+
 @pytest.fixture
 def kit(tmp_path: Path) -> Iterator[SimpleNamespace]:
     """The builders plus `store(rows, registry_toml=..., settings_toml=...)`: a read-only connection."""
@@ -181,11 +192,227 @@ def kit(tmp_path: Path) -> Iterator[SimpleNamespace]:
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     yield SimpleNamespace(
-        span=span, event=event, store=store, rows=rows_of, hlc=hlc, ns=ns, T0_MS=T0_MS,
-        trace_hex=trace_hex, span_hex=span_hex, contract=c,
+        span=span,
+        event=event,
+        store=store,
+        rows=rows_of,
+        hlc=hlc,
+        ns=ns,
+        T0_MS=T0_MS,
+        trace_hex=trace_hex,
+        span_hex=span_hex,
+        contract=c,
+        turn=contract_turn,
     )
     for con in connections:
         con.close()
 
 
-Builder = Callable[..., dict]
+CALL_ID = "call1"
+TOOL = "send_invoice"
+
+
+def contract_turn(
+    *,
+    session: str = "s1",
+    turn: str = "turn1",
+    trace: str = "t1",
+    tool: str = TOOL,
+    tier: str | None = "soft_irreversible",
+    dispatch: str = "speculative",
+    key: str | None = "k1",
+    billable: bool = True,
+    requires_approval: bool = True,
+    dispatch_at: float = 2100,
+    outcome: str = "committed",
+    commit_at: float = 2200,
+    approved_at: float | None = 2080,
+    acks: tuple[tuple[str, bool], ...] = (("250 OK", False),),
+    charged: bool = True,
+    compensations: int = 0,
+    receipt_at: float | None = None,
+    cancel_at: float | None = None,
+    cancel_origin: str = "user_clicked",
+    reached: tuple[str, ...] = ("stream", "runtime", "tool"),
+    acked: tuple[str, ...] = ("http", "stream", "runtime", "tool"),
+    tokens_billed: int = 50,
+) -> list[dict]:
+    """One turn of the contract as the seed articles want it: by default it completes with one
+    speculative, approved, keyed, charged invoice and no finding at all. Each argument breaks one
+    remedy. Every node's clock agrees, so HLC physical time equals wall time."""
+    call = {
+        c.TOOL_NAME: tool,
+        c.TOOL_CALL_ID: CALL_ID,
+        c.TOOL_DISPATCH: dispatch,
+        c.TOOL_BILLABLE: billable,
+        c.TOOL_REQUIRES_APPROVAL: requires_approval,
+    }
+    if tier is not None:
+        call[c.TOOL_TIER] = tier
+    if key is not None:
+        call[c.IDEMPOTENCY_KEY] = key
+    ref = {c.TOOL_CALL_ID: CALL_ID, **({c.IDEMPOTENCY_KEY: key} if key else {})}
+    ids = {"session": session, "turn": turn, "trace": trace}
+    stream_end = 2000 if cancel_at is None else cancel_at + 30
+    finish = "stop" if cancel_at is None else "cancelled"
+
+    http_events = [event(c.EV_USER_INPUT, 1, hlc_at=1, **{c.INPUT_KIND: "message"})]
+    stream_events = [
+        event(c.EV_STREAM_PROGRESS, 100, hlc_at=100, **{c.STREAM_TOKENS: 10}),
+        event(c.EV_STREAM_PROGRESS, 300, hlc_at=300, **{c.STREAM_TOKENS: 50}),
+        event(c.EV_STREAM_COMPLETED, stream_end, hlc_at=stream_end, **{c.FINISH_REASONS: [finish]}),
+    ]
+    runtime_events = [event(c.EV_TOOL_BUFFERED, 400, hlc_at=400, **call)]
+    tool_events = []
+    if cancel_at is not None:
+        http_events.append(
+            event(c.EV_CANCEL_REQUESTED, cancel_at, hlc_at=cancel_at, **{c.CANCEL_ORIGIN: cancel_origin})
+        )
+        per_layer = {
+            "http": http_events,
+            "stream": stream_events,
+            "runtime": runtime_events,
+            "tool": tool_events,
+        }
+        for i, layer in enumerate(reached):
+            per_layer[layer].append(event(c.EV_CANCEL_RECEIVED, cancel_at + 5 + i, hlc_at=cancel_at + 5 + i))
+        for i, layer in enumerate(acked):
+            extra = call if layer == "tool" else {}
+            per_layer[layer].append(
+                event(c.EV_CANCEL_ACKNOWLEDGED, cancel_at + 20 + i, hlc_at=cancel_at + 20 + i, **extra)
+            )
+    if approved_at is not None:
+        runtime_events.append(
+            event(c.EV_APPROVAL_REQUESTED, approved_at - 30, hlc_at=approved_at - 30, **call)
+        )
+        runtime_events.append(event(c.EV_APPROVAL_GRANTED, approved_at, hlc_at=approved_at, **call))
+    if dispatch_at is not None:
+        runtime_events.append(event(c.EV_TOOL_DISPATCHED, dispatch_at, hlc_at=dispatch_at, **call))
+        tool_events.append(event(c.EV_TOOL_PREPARED, dispatch_at + 20, hlc_at=dispatch_at + 20, **call))
+        outcome_step = {"committed": c.EV_TOOL_COMMITTED, "failed": c.EV_TOOL_FAILED}[outcome]
+        tool_events.append(event(outcome_step, commit_at, hlc_at=commit_at, **call))
+        for i in range(compensations):
+            tool_events.append(
+                event(c.EV_TOOL_COMPENSATED, commit_at + 100 + i, hlc_at=commit_at + 100 + i, **call)
+            )
+    elif cancel_at is not None:
+        runtime_events.append(event(c.EV_TOOL_DISCARDED, cancel_at + 25, hlc_at=cancel_at + 25, **call))
+    if receipt_at is not None:
+        http_events.append(event(c.EV_TRANSCRIPT_RECEIPT, receipt_at, hlc_at=receipt_at, **ref))
+
+    rows = [
+        span(
+            "POST /chat",
+            0,
+            3000,
+            span_id="http",
+            layer="http",
+            node="gw",
+            hlc_at=0,
+            kind="server",
+            events=http_events,
+            **ids,
+        ),
+        span(
+            "stream",
+            5,
+            stream_end + 10,
+            span_id="stream",
+            parent="http",
+            layer="stream",
+            node="streamer",
+            hlc_at=5,
+            events=stream_events,
+            **ids,
+        ),
+        span(
+            "invoke_agent",
+            10,
+            2950,
+            span_id="agent",
+            parent="http",
+            layer="runtime",
+            node="agent",
+            hlc_at=10,
+            events=runtime_events,
+            **ids,
+        ),
+    ]
+    if dispatch_at is not None:
+        rows.append(
+            span(
+                f"execute_tool {tool}",
+                dispatch_at + 10,
+                commit_at + 300,
+                span_id="tool",
+                parent="agent",
+                layer="tool",
+                node="tools",
+                hlc_at=dispatch_at + 10,
+                attrs=call,
+                events=tool_events,
+                status="error" if outcome == "failed" else "ok",
+                **ids,
+            )
+        )
+        for i, (status, replayed) in enumerate(acks):
+            at = dispatch_at + 50 + 10 * i
+            rows.append(
+                span(
+                    "POST relay",
+                    at,
+                    at + 20,
+                    span_id=f"relay{i}",
+                    parent="tool",
+                    layer="third_party",
+                    node="relay",
+                    hlc_at=at,
+                    kind="client",
+                    **ids,
+                    events=[
+                        event(
+                            c.EV_THIRD_PARTY_ACK,
+                            at + 15,
+                            hlc_at=at + 15,
+                            **ref,
+                            **{c.THIRD_PARTY_STATUS: status, c.THIRD_PARTY_REPLAYED: replayed},
+                        )
+                    ],
+                )
+            )
+    billing = []
+    if charged and dispatch_at is not None:
+        billing.append(
+            event(
+                c.EV_BILLING_CHARGED,
+                2600,
+                hlc_at=2600,
+                **ref,
+                **{c.BILLING_KIND: "side_effect", c.BILLING_AMOUNT: 0.5},
+            )
+        )
+    if tokens_billed:
+        billing.append(
+            event(
+                c.EV_BILLING_CHARGED,
+                2605,
+                hlc_at=2605,
+                **{c.BILLING_KIND: "tokens", c.BILLING_TOKENS: tokens_billed, c.BILLING_AMOUNT: 0.01},
+            )
+        )
+    if billing:
+        rows.append(
+            span(
+                "charge",
+                2590,
+                2610,
+                span_id="billing",
+                parent="http",
+                layer="billing",
+                node="billing",
+                hlc_at=2590,
+                events=billing,
+                **ids,
+            )
+        )
+    return rows

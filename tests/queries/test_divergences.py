@@ -1,0 +1,207 @@
+"""Each detector of DESIGN.md fires on the turn that breaks its remedy, silent on the one that keeps it.
+
+All scenarios live in one store (one turn each, keys unique per turn) so that a detector matching across
+turns by mistake shows up as a finding on the wrong turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import duckdb
+import pytest
+from turnlens.queries import catalog
+
+KINDS = (
+    "cancelled_but_committed cancel_not_propagated eager_side_effect untiered_tool missing_idempotency_key "
+    "unapproved_side_effect unbilled_side_effect billed_not_committed tokens_billed_after_cancel "
+    "ghost_commit duplicate_commit duplicate_compensation causal_inversion"
+).split()
+
+REVERSIBLE_BEFORE_CANCEL = dict(cancel_at=1000, tier="button_reversible", approved_at=850, dispatch_at=900)
+READ_ONLY_RUNNING = dict(
+    cancel_at=1000,
+    tier="read_only",
+    requires_approval=False,
+    approved_at=None,
+    dispatch_at=900,
+    commit_at=1500,
+)
+
+
+def _clock_behind(rows: list[dict], hlc: Callable[..., int], ns: Callable[[float], int], wall: float) -> None:
+    """The tool node's wall clock runs behind: its span starts at `wall` by it, after the dispatch by HLC."""
+    tool = next(r for r in rows if r["name"].startswith("execute_tool"))
+    tool["start_time_unix_nano"] = ns(wall)
+    tool["hlc"] = hlc(2100, 1)
+
+
+def _no_hlc(rows: list[dict], hlc: Callable[..., int], ns: Callable[[float], int]) -> None:
+    for row in rows:
+        row["hlc"] = None
+        row["events"] = [{**e, "hlc": None} for e in row["events"]]
+    _clock_behind(rows, hlc, ns, 1500)
+    next(r for r in rows if r["name"].startswith("execute_tool"))["hlc"] = None
+
+
+# name: (contract_turn arguments, a mutation of the rows or None, the kinds expected on that turn)
+SCENARIOS: dict[str, tuple[dict[str, Any], Any, list[str]]] = {
+    "clean": ({}, None, []),
+    "clean_cancel": (dict(cancel_at=1000, dispatch_at=None), None, []),
+    "commit_after_cancel": (
+        dict(cancel_at=1000, tier="button_reversible", approved_at=850, dispatch_at=900, commit_at=1100),
+        None,
+        ["cancelled_but_committed"],
+    ),
+    "commit_before_cancel_shown": (dict(**REVERSIBLE_BEFORE_CANCEL, commit_at=950, receipt_at=960), None, []),
+    "commit_before_cancel_undone": (
+        dict(**REVERSIBLE_BEFORE_CANCEL, commit_at=950, compensations=1),
+        None,
+        [],
+    ),
+    "commit_before_cancel_silent": (
+        dict(**REVERSIBLE_BEFORE_CANCEL, commit_at=950),
+        None,
+        ["cancelled_but_committed"],
+    ),
+    "cancel_missed_runtime": (
+        dict(cancel_at=1000, dispatch_at=None, reached=("stream",), acked=("http", "stream")),
+        None,
+        ["cancel_not_propagated"],
+    ),
+    "cancel_never_acked": (dict(cancel_at=1000, dispatch_at=None, acked=()), None, ["cancel_not_propagated"]),
+    "cancel_missed_running_tool": (
+        dict(**READ_ONLY_RUNNING, reached=("stream", "runtime"), acked=("http", "stream", "runtime")),
+        None,
+        ["cancel_not_propagated"],
+    ),
+    "cancel_reached_running_tool": (dict(**READ_ONLY_RUNNING), None, []),
+    "eager_irreversible": (
+        dict(dispatch="eager", approved_at=450, dispatch_at=500, commit_at=600),
+        None,
+        ["eager_side_effect"],
+    ),
+    "eager_reversible": (
+        dict(tier="button_reversible", dispatch="eager", approved_at=450, dispatch_at=500, commit_at=600),
+        None,
+        [],
+    ),
+    "untiered": (dict(tier=None), None, ["untiered_tool"]),
+    "tier_from_registry": (dict(tier=None, tool="send_invoice_registered"), None, []),
+    "no_key": (dict(key=None), None, ["missing_idempotency_key"]),
+    "no_key_read_only": (dict(key=None, tier="read_only", billable=False, charged=False), None, []),
+    "no_approval": (dict(approved_at=None), None, ["unapproved_side_effect"]),
+    "approval_too_late": (dict(approved_at=2300), None, ["unapproved_side_effect"]),
+    "hard_without_approval": (
+        dict(tier="hard_irreversible", requires_approval=False, approved_at=None),
+        None,
+        ["unapproved_side_effect"],
+    ),
+    "soft_needs_no_approval": (dict(requires_approval=False, approved_at=None), None, []),
+    "never_charged": (dict(charged=False), None, ["unbilled_side_effect"]),
+    "never_charged_undone": (dict(charged=False, compensations=1), None, []),
+    "charged_not_committed": (dict(outcome="failed", acks=()), None, ["billed_not_committed"]),
+    "tokens_over_streamed": (
+        dict(cancel_at=1000, dispatch_at=None, tokens_billed=80),
+        None,
+        ["tokens_billed_after_cancel"],
+    ),
+    "tokens_as_streamed": (dict(cancel_at=1000, dispatch_at=None, tokens_billed=50), None, []),
+    "tokens_not_cancelled": (dict(tokens_billed=80), None, []),
+    "ghost": (dict(outcome="failed", charged=False), None, ["ghost_commit"]),
+    "failed_unacked": (dict(outcome="failed", charged=False, acks=()), None, []),
+    "executed_twice": (dict(acks=(("250 OK", False), ("250 OK", False))), None, ["duplicate_commit"]),
+    "replayed": (dict(acks=(("250 OK", False), ("250 OK", True))), None, []),
+    "compensated_twice": (dict(compensations=2), None, ["duplicate_compensation"]),
+    "compensated_once": (dict(compensations=1), None, []),
+    "clock_behind": ({}, lambda rows, hlc, ns: _clock_behind(rows, hlc, ns, 2070), ["causal_inversion"]),
+    "clock_within_resolution": ({}, lambda rows, hlc, ns: _clock_behind(rows, hlc, ns, 2099.4), []),
+    "no_hlc_clock_off": ({}, _no_hlc, []),
+}
+
+REGISTRY = '[tools.send_invoice_registered]\ntier = "soft_irreversible"\n'
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory: pytest.TempPathFactory, builders: Any) -> Iterator[duckdb.DuckDBPyConnection]:
+    rows: list[dict] = []
+    for name, (arguments, mutate, _) in SCENARIOS.items():
+        turn_rows = builders.turn(
+            **{"session": f"s-{name}", "turn": name, "trace": name, "key": f"k-{name}", **arguments}
+        )
+        if mutate:
+            mutate(turn_rows, builders.hlc, builders.ns)
+        rows.extend(turn_rows)
+    store = builders.write_store(tmp_path_factory.mktemp("divergences"), rows, registry_toml=REGISTRY)
+    connection = catalog.connect(store)
+    yield connection
+    connection.close()
+
+
+def kinds_of(con: duckdb.DuckDBPyConnection, turn: str) -> list[str]:
+    return [
+        r[0]
+        for r in con.execute(
+            "select kind from divergences where turn_id = ? order by kind", [turn]
+        ).fetchall()
+    ]
+
+
+def finding(con: duckdb.DuckDBPyConnection, turn: str) -> dict:
+    cursor = con.execute("select * from divergences where turn_id = ?", [turn])
+    names = [d[0] for d in cursor.description]
+    [row] = cursor.fetchall()
+    return dict(zip(names, row, strict=True))
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_each_scenario_has_exactly_its_findings(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    assert kinds_of(con, name) == SCENARIOS[name][2]
+
+
+def test_every_kind_fires_somewhere_and_is_silent_somewhere() -> None:
+    fired = {kind for _, _, expected in SCENARIOS.values() for kind in expected}
+    assert fired == set(KINDS)
+    # a silent twin: for each kind, a scenario close to the firing one that expects nothing of it
+    assert sum(1 for _, _, expected in SCENARIOS.values() if not expected) >= len(KINDS)
+
+
+def test_the_documented_kinds_are_design_md_list(con: duckdb.DuckDBPyConnection) -> None:
+    doc = con.execute(
+        "select comment from duckdb_columns() where table_name = 'divergences' and column_name = 'kind'"
+    ).fetchone()[0]
+    assert [k.strip(" .") for k in doc.split(",")] == KINDS
+
+
+def test_findings_name_the_call_key_and_moment(con: duckdb.DuckDBPyConnection, builders: Any) -> None:
+    late = finding(con, "commit_after_cancel")
+    assert (late["session_id"], late["tool_call_id"], late["idempotency_key"]) == (
+        "s-commit_after_cancel",
+        "call1",
+        "k-commit_after_cancel",
+    )
+    assert late["detected_hlc"] == builders.hlc(1100)
+    assert late["detected_at"].timestamp() * 1000 == pytest.approx(builders.hlc(1100) >> 16)
+    assert late["severity"] == "high"
+    assert "committed 100 ms after the cancel was requested (user_clicked)" in late["evidence"]
+
+
+def test_evidence_reads_as_what_happened(con: duckdb.DuckDBPyConnection) -> None:
+    assert "never reached the agent runtime" in finding(con, "cancel_missed_runtime")["evidence"]
+    assert "No layer acknowledged it" in finding(con, "cancel_never_acked")["evidence"]
+    assert "tool layer never heard of it" in finding(con, "cancel_missed_running_tool")["evidence"]
+    assert "1500 ms before it ended" in finding(con, "eager_irreversible")["evidence"]
+    assert "100 ms before approval was granted" in finding(con, "approval_too_late")["evidence"]
+    assert "80 tokens" in finding(con, "tokens_over_streamed")["evidence"]
+    assert "streamed 50 tokens" in finding(con, "tokens_over_streamed")["evidence"]
+    ghost = finding(con, "ghost")
+    assert ghost["severity"] == "critical" and "250 OK" in ghost["evidence"] and "failed" in ghost["evidence"]
+    assert "2 times" in finding(con, "executed_twice")["evidence"]
+    inversion = finding(con, "clock_behind")
+    assert "tool.dispatched on agent" in inversion["evidence"] and "30.0 ms later" in inversion["evidence"]
+
+
+def test_a_turn_without_hlc_is_ordered_by_wall_clock(con: duckdb.DuckDBPyConnection) -> None:
+    ordering = con.execute("select ordering from turns where turn_id = 'no_hlc_clock_off'").fetchone()
+    assert ordering == ("wall_clock",)
