@@ -24,6 +24,7 @@ from turnlens.collector.schema import SEGMENT_SCHEMA
 
 _WRITER_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d|w)")
+ACTIVE_WINDOW_S = 1.0  # an appender counts as active this long after its latest append
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
 
 
@@ -63,6 +64,7 @@ class _Group:
     """Appends that are written together and acknowledged together."""
 
     tables: list[pa.Table] = field(default_factory=list)
+    callers: int = 0
     rows: int = 0
     nbytes: int = 0
     done: threading.Event = field(default_factory=threading.Event)
@@ -72,11 +74,9 @@ class _Group:
 def parse_duration(text: str) -> float:
     """Seconds in a duration such as "30d", "12h", "90s", "1h30m", "250ms" or a bare number of seconds."""
     cleaned = text.strip().lower()
-    try:
-        return float(cleaned)
-    except ValueError:
-        pass
     parts = _DURATION.findall(cleaned)
+    if re.fullmatch(r"\d+(?:\.\d*)?|\.\d+", cleaned):
+        return float(cleaned)
     if not parts or _DURATION.sub("", cleaned).strip():
         raise ValueError(f"not a duration: {text!r} (expected e.g. 30d, 12h, 15m, 90s)")
     return sum(float(number) * _UNIT_S[unit] for number, unit in parts)
@@ -93,7 +93,9 @@ class Store:
     Options:
       flush_interval_s: segment writes start at most this often, so under load many appends share
         one segment, while an append to an idle store is written at once. It is also the longest an
-        append waits before its write starts (unless the previous write takes longer).
+        append waits before its write starts (unless the previous write takes longer). A write starts
+        sooner when every thread that appended in the last second is waiting for one: no one else
+        is coming (a single importer, or exporters that each wait for their answer).
       flush_rows: write at once, whatever the interval, when this many rows are waiting.
       compression: of fresh segments (compaction rewrites them with zstd).
       max_backlog_rows / max_backlog_bytes: rows (Arrow bytes) appended but not yet durable; past
@@ -143,6 +145,7 @@ class Store:
         self._backlog_rows = 0  # open group + the group being written
         self._backlog_bytes = 0
         self._last_write_at = -float("inf")  # monotonic start of the latest segment write
+        self._appenders: dict[int, float] = {}  # thread ident -> monotonic time of its latest append
         self._flush_requested = False
         self._closed = False
         self._in_flight: _Group | None = None  # taken by the writer, not yet durable
@@ -191,12 +194,14 @@ class Store:
                 group = self._open = _Group()
                 self._cond.notify_all()
             group.tables.append(table)
+            group.callers += 1
             group.rows += rows
             group.nbytes += nbytes
             self._backlog_rows += rows
             self._backlog_bytes += nbytes
             self.stats.appends += 1
-            if group.rows >= self.flush_rows:
+            self._appenders[threading.get_ident()] = time.monotonic()
+            if group.rows >= self.flush_rows or self._everyone_waits(time.monotonic()):
                 self._cond.notify_all()
         group.done.wait()
         if group.error is not None:
@@ -279,9 +284,19 @@ class Store:
     def _retry_hint(self) -> float:
         return min(30.0, max(0.1, self._backlog_rows / max(self._rows_per_s, 1.0)))
 
+    def _everyone_waits(self, now: float) -> bool:
+        """True when every thread that appended within the last second is blocked in append now."""
+        recent = now - ACTIVE_WINDOW_S
+        for ident in [i for i, at in self._appenders.items() if at < recent]:
+            del self._appenders[ident]
+        waiting = sum(group.callers for group in (self._open, self._in_flight) if group is not None)
+        return waiting >= len(self._appenders)
+
     def _due(self, group: _Group, now: float) -> float:
         """Seconds until `group` must be written (0 or less: now)."""
         if self._closed or self._flush_requested or group.rows >= self.flush_rows:
+            return 0.0
+        if self._everyone_waits(now):
             return 0.0
         return self._last_write_at + self.flush_interval_s - now
 
