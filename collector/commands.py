@@ -82,7 +82,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     if missing:
         print(f"turnlens ingest: no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
-    with Store(root, idle_s=0.0) as store:
+    with Store(root) as store:
         write_catalog(root, store.segments_glob)
         report = ingest_files(store, args.files, progress=not args.quiet)
     print(report.summary())
