@@ -1,0 +1,291 @@
+"""OTLP/HTTP against a real `turnlens collect` process: the official exporter, the spec's JSON, every status."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import otlp_samples as s
+import psutil
+import pytest
+from google.rpc import status_pb2
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+TOKEN = "s3cret-token"
+LIMIT = 1024 * 1024  # --max-request-bytes for this module's collector
+INFLIGHT = 256 * 1024  # --max-inflight-bytes
+
+
+@pytest.fixture(scope="module")
+def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s.CollectorProcess]:
+    process = s.CollectorProcess(
+        tmp_path_factory.mktemp("http") / "store",
+        "--token", TOKEN, "--max-request-bytes", str(LIMIT), "--max-inflight-bytes", str(INFLIGHT),
+    ).start()
+    yield process
+    assert process.stop() == 0, process.output()
+
+
+def send(collector: s.CollectorProcess, body: bytes, **headers: str) -> tuple[int, dict[str, str], bytes]:
+    return s.post(collector.http, "/v1/traces", body, s.protobuf_headers(TOKEN, **headers))
+
+
+def still_serving(collector: s.CollectorProcess) -> None:
+    request = s.simple_request(3, seed=int(time.time_ns() % 1_000_000_000))
+    status, _, body = send(collector, request.SerializeToString())
+    assert status == 200, body
+    ids = sorted(s.span_ids(request))
+    found = s.query(collector.store, "select span_id from spans where span_id in (select unnest($1)) order by 1", [ids])
+    assert [row[0] for row in found] == ids
+
+
+def test_the_official_http_exporter_delivers_spans_with_events_and_links(collector: s.CollectorProcess) -> None:
+    provider = TracerProvider(resource=Resource.create({"service.name": "sdk-http", "service.instance.id": "n1"}))
+    exporter = OTLPSpanExporter(
+        endpoint=f"http://{collector.http}/v1/traces",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        compression=Compression.Gzip,
+    )
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tests.http")
+    with tracer.start_as_current_span("turn", attributes={"session.id": "sess-http", "turnlens.turn.id": "t1"}):
+        with tracer.start_as_current_span(
+            "execute_tool refund",
+            attributes={"gen_ai.operation.name": "execute_tool", "turnlens.hlc": 77 << 16},
+            links=[trace.Link(trace.get_current_span().get_span_context(), {"why": "caused by"})],
+        ) as tool:
+            tool.add_event("tool.committed", {"turnlens.hlc": (77 << 16) + 1})
+    provider.shutdown()
+    rows = s.query(
+        collector.store,
+        "select name, layer, node, hlc, session_id, turn_id, len(links), parent_span_id is null "
+        "from spans where service_name = 'sdk-http' order by name",
+    )
+    assert rows == [
+        ("execute_tool refund", "tool", "n1", 77 << 16, "sess-http", "t1", 1, False),
+        ("turn", None, "n1", None, "sess-http", "t1", 0, True),
+    ]
+    events = s.query(collector.store, "select name, hlc from span_events where service_name = 'sdk-http'")
+    assert events == [("tool.committed", (77 << 16) + 1)]
+
+
+def test_every_field_of_a_protobuf_request_arrives(collector: s.CollectorProcess) -> None:
+    status, headers, body = send(collector, s.full_request().SerializeToString())
+    assert status == 200 and headers["content-type"] == "application/x-protobuf"
+    assert ExportTraceServiceResponse.FromString(body) == ExportTraceServiceResponse()
+    [row] = s.query(
+        collector.store,
+        "select trace_id, span_id, parent_span_id, trace_state, flags, name, kind, start_time_unix_nano, "
+        "end_time_unix_nano, attributes, dropped_attributes_count, dropped_events_count, dropped_links_count, "
+        "status_code, status_message, resource_attributes, resource_dropped_attributes_count, "
+        "resource_schema_url, scope_name, scope_version, scope_attributes, scope_dropped_attributes_count, "
+        "scope_schema_url, service_name, node, session_id, turn_id, layer, hlc from spans where span_id = $1",
+        [s.SPAN_ID.hex()],
+    )
+    assert row[:9] == (
+        s.TRACE_ID.hex(), s.SPAN_ID.hex(), s.PARENT_ID.hex(), "vendor=opaque", 0x301,
+        "execute_tool send_invoice", "client", s.START, s.START + 5_000_000,
+    )
+    attributes = json.loads(row[9])
+    assert {key: attributes[key] for key in s.ALL_VALUE_KINDS_JSON} == s.ALL_VALUE_KINDS_JSON
+    assert row[10:15] == (5, 7, 9, "error", "relay said no")
+    assert json.loads(row[15])["service.instance.id"] == "payments-7"
+    assert row[16:20] == (3, "https://opentelemetry.io/schemas/1.30.0", "agent.runtime", "2.1.0")
+    assert (json.loads(row[20]), row[21], row[22]) == (
+        {"scope.attr": "yes"}, 4, "https://opentelemetry.io/schemas/1.31.0",
+    )
+    assert row[23:] == ("payments", "payments-7", "conv-1", "turn-1", "tool", s.HLC)
+    [event] = s.query(
+        collector.store,
+        "select name, time_unix_nano, attributes, dropped_attributes_count, hlc from span_events "
+        "where span_id = $1",
+        [s.SPAN_ID.hex()],
+    )
+    assert event[:2] == ("tool.committed", s.START + 1000) and event[3:] == (6, s.HLC + 1)
+    assert json.loads(event[2])["turnlens.idempotency_key"] == "k-1"
+    [link] = s.query(collector.store, "select * from span_links where span_id = $1", [s.SPAN_ID.hex()])
+    assert s.LINK_TRACE_ID.hex() in link and s.LINK_SPAN_ID.hex() in link and "l=1" in link and 0x100 in link
+
+
+def test_the_specification_json_example_is_stored_and_answered_in_json(collector: s.CollectorProcess) -> None:
+    status, headers, body = s.post(collector.http, "/v1/traces", s.SPEC_EXAMPLE_JSON, s.json_headers(TOKEN))
+    assert status == 200 and headers["content-type"] == "application/json"
+    assert orjson.loads(body) == {}
+    rows = s.query(collector.store, "select name, kind, scope_name from spans where span_id = 'eee19b7ec3c1b174'")
+    assert rows == [("I'm a server span", "server", "my.library")]
+
+
+def test_gzip_json_is_accepted(collector: s.CollectorProcess) -> None:
+    request = s.simple_request(2, seed=4242)
+    body = gzip.compress(orjson.dumps(s.to_otlp_json(request)))
+    status, _, _ = s.post(
+        collector.http, "/v1/traces", body, s.json_headers(TOKEN, **{"Content-Encoding": "gzip"})
+    )
+    assert status == 200
+    found = s.query(collector.store, "select count(*) from spans where span_id in (select unnest($1))",
+                    [sorted(s.span_ids(request))])
+    assert found == [(2,)]
+
+
+def test_partial_success_names_the_rejected_spans_and_stores_the_rest(collector: s.CollectorProcess) -> None:
+    request = s.simple_request(5, seed=777)
+    spans = request.resource_spans[0].scope_spans[0].spans
+    spans[0].trace_id = b"short"
+    spans[1].span_id = b"\x00" * 8
+    status, _, body = send(collector, request.SerializeToString())
+    assert status == 200
+    response = ExportTraceServiceResponse.FromString(body)
+    assert response.partial_success.rejected_spans == 2
+    assert "trace_id must be 16 bytes" in response.partial_success.error_message
+    stored = s.query(collector.store, "select count(*) from spans where span_id in (select unnest($1))",
+                     [sorted(s.span_ids(request))])
+    assert stored == [(3,)]
+    # the same in JSON: counts are int64, so strings
+    document = s.to_otlp_json(s.simple_request(2, seed=778))
+    document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"] = "zz"
+    status, _, body = s.post(collector.http, "/v1/traces", orjson.dumps(document), s.json_headers(TOKEN))
+    assert status == 200
+    assert orjson.loads(body)["partialSuccess"]["rejectedSpans"] == "1"
+
+
+def gzip_bomb(decompressed_bytes: int) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(1024 * 1024)
+    parts = [packer.compress(zeros) for _ in range(decompressed_bytes // len(zeros))]
+    return b"".join(parts) + packer.flush()
+
+
+BAD_INPUTS = [
+    ("garbage protobuf", "POST", "/v1/traces", s.protobuf_headers(TOKEN), b"\xff\xfe garbage", 400),
+    ("malformed JSON", "POST", "/v1/traces", s.json_headers(TOKEN), b'{"resourceSpans": [', 400),
+    ("JSON of the wrong shape", "POST", "/v1/traces", s.json_headers(TOKEN), b'{"resourceSpans": 5}', 400),
+    ("gzip header, plain body", "POST", "/v1/traces",
+     s.protobuf_headers(TOKEN, **{"Content-Encoding": "gzip"}), b"plain", 400),
+    ("truncated gzip", "POST", "/v1/traces", s.protobuf_headers(TOKEN, **{"Content-Encoding": "gzip"}),
+     gzip.compress(b"x" * 1000)[:-20], 400),
+    ("other media type", "POST", "/v1/traces", {"Content-Type": "text/plain", "Authorization": f"Bearer {TOKEN}"},
+     b"hello", 415),
+    ("other encoding", "POST", "/v1/traces", s.protobuf_headers(TOKEN, **{"Content-Encoding": "br"}), b"x", 415),
+    ("GET", "GET", "/v1/traces", {"Authorization": f"Bearer {TOKEN}"}, b"", 405),
+    ("PUT", "PUT", "/v1/traces", s.protobuf_headers(TOKEN), b"", 405),
+    ("unknown path", "POST", "/v2/traces", s.protobuf_headers(TOKEN), b"", 404),
+    ("no token", "POST", "/v1/traces", s.protobuf_headers(), b"", 401),
+    ("wrong token", "POST", "/v1/traces", s.protobuf_headers("guess"), b"", 401),
+    ("too large", "POST", "/v1/traces", s.protobuf_headers(TOKEN), b"\x0a" * (LIMIT + 1), 413),
+]
+
+
+@pytest.mark.parametrize(("what", "method", "path", "headers", "body", "expected"), BAD_INPUTS,
+                         ids=[case[0] for case in BAD_INPUTS])
+def test_bad_input_gets_its_status_and_the_collector_keeps_serving(
+    collector: s.CollectorProcess, what: str, method: str, path: str, headers: dict[str, str], body: bytes,
+    expected: int,
+) -> None:
+    status, response_headers, response = s.post(collector.http, path, body, headers, method=method)
+    assert status == expected, (what, response)
+    if expected in (400, 401, 413) and "json" not in headers.get("Content-Type", ""):
+        assert status_pb2.Status.FromString(response).message  # a google.rpc.Status says why
+    if expected == 400 and "json" in headers.get("Content-Type", ""):
+        assert orjson.loads(response)["code"] == 3  # INVALID_ARGUMENT
+    if expected == 405:
+        assert response_headers["allow"] == "POST"
+    if expected == 401:
+        assert response_headers["www-authenticate"].startswith("Bearer")
+    still_serving(collector)
+
+
+def test_a_gzip_bomb_is_refused_without_inflating_it(collector: s.CollectorProcess) -> None:
+    bomb = gzip_bomb(512 * 1024 * 1024)  # 512 MiB of zeros in about 0.5 MB
+    rss_before = psutil.Process(collector.proc.pid).memory_info().rss
+    status, _, response = send(collector, bomb, **{"Content-Encoding": "gzip"})
+    assert status == 413
+    assert "after decompression" in status_pb2.Status.FromString(response).message
+    assert psutil.Process(collector.proc.pid).memory_info().rss - rss_before < 64 * 1024 * 1024
+    still_serving(collector)
+
+
+def test_logs_and_metrics_are_answered_with_everything_rejected(collector: s.CollectorProcess) -> None:
+    logs = ExportLogsServiceRequest()
+    scope_logs = logs.resource_logs.add().scope_logs.add()
+    for i in range(3):
+        scope_logs.log_records.add(time_unix_nano=i + 1)
+    status, _, body = s.post(collector.http, "/v1/logs", logs.SerializeToString(), s.protobuf_headers(TOKEN))
+    assert status == 200
+    answer = ExportLogsServiceResponse.FromString(body)
+    assert answer.partial_success.rejected_log_records == 3
+    assert "traces only" in answer.partial_success.error_message
+    metrics = {"resourceMetrics": [{"scopeMetrics": [{"metrics": [
+        {"name": "m", "gauge": {"dataPoints": [{"asInt": "1"}, {"asInt": "2"}]}}]}]}]}
+    status, _, body = s.post(collector.http, "/v1/metrics", orjson.dumps(metrics), s.json_headers(TOKEN))
+    assert status == 200
+    assert orjson.loads(body)["partialSuccess"]["rejectedDataPoints"] == "2"
+
+
+def hold_a_request_open(collector: s.CollectorProcess, size: int) -> socket.socket:
+    """Starts a request whose body is still arriving, so its bytes stay reserved."""
+    host, port = collector.http.split(":")
+    sock = socket.create_connection((host, int(port)))
+    head = (
+        f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {size}\r\n\r\n"
+    )
+    sock.sendall(head.encode())
+    time.sleep(0.3)  # the collector has read the headers and reserved `size` bytes
+    return sock
+
+
+def test_past_the_in_flight_budget_it_answers_429_with_retry_after(collector: s.CollectorProcess) -> None:
+    held_request = s.simple_request(3000, seed=31337).SerializeToString()
+    assert INFLIGHT < len(held_request) < LIMIT
+    sock = hold_a_request_open(collector, len(held_request))
+    try:
+        status, headers, _ = send(collector, s.simple_request(1, seed=31338).SerializeToString())
+        assert status == 429
+        assert int(headers["retry-after"]) >= 1
+        sock.sendall(held_request)
+        answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    finally:
+        sock.close()
+    still_serving(collector)
+
+
+def test_chunked_bodies_and_keep_alive_connections_work(collector: s.CollectorProcess) -> None:
+    import http.client
+
+    host, port = collector.http.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        for seed in (501, 502):
+            request = s.simple_request(4, seed=seed).SerializeToString()
+            connection.request(
+                "POST", "/v1/traces", body=iter([request[:10], request[10:]]),
+                headers=s.protobuf_headers(TOKEN), encode_chunked=True,
+            )
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 200
+    finally:
+        connection.close()
+
+
+def test_the_store_directory_has_the_catalog_analysts_open(collector: s.CollectorProcess) -> None:
+    assert (Path(collector.store) / "turnlens.duckdb").is_file()
+    views = {row[0] for row in s.query(collector.store, "select view_name from duckdb_views()")}
+    assert {"spans", "span_events", "span_links", "resources"} <= views
