@@ -1,4 +1,4 @@
-"""OTLP/HTTP against a real `turnlens collect` process: the official exporter, the spec's JSON, every status."""
+"""OTLP/HTTP against a real `turnlens collect`: the official exporter, the spec's JSON, every status."""
 
 from __future__ import annotations
 
@@ -51,12 +51,15 @@ def still_serving(collector: s.CollectorProcess) -> None:
     status, _, body = send(collector, request.SerializeToString())
     assert status == 200, body
     ids = sorted(s.span_ids(request))
-    found = s.query(collector.store, "select span_id from spans where span_id in (select unnest($1)) order by 1", [ids])
+    found = s.query(
+        collector.store, "select span_id from spans where span_id in (select unnest($1)) order by 1", [ids]
+    )
     assert [row[0] for row in found] == ids
 
 
-def test_the_official_http_exporter_delivers_spans_with_events_and_links(collector: s.CollectorProcess) -> None:
-    provider = TracerProvider(resource=Resource.create({"service.name": "sdk-http", "service.instance.id": "n1"}))
+def test_the_official_http_exporter_delivers_spans_events_and_links(collector: s.CollectorProcess) -> None:
+    resource = Resource.create({"service.name": "sdk-http", "service.instance.id": "n1"})
+    provider = TracerProvider(resource=resource)
     exporter = OTLPSpanExporter(
         endpoint=f"http://{collector.http}/v1/traces",
         headers={"Authorization": f"Bearer {TOKEN}"},
@@ -64,7 +67,8 @@ def test_the_official_http_exporter_delivers_spans_with_events_and_links(collect
     )
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("tests.http")
-    with tracer.start_as_current_span("turn", attributes={"session.id": "sess-http", "turnlens.turn.id": "t1"}):
+    turn = {"session.id": "sess-http", "turnlens.turn.id": "t1"}
+    with tracer.start_as_current_span("turn", attributes=turn):
         with tracer.start_as_current_span(
             "execute_tool refund",
             attributes={"gen_ai.operation.name": "execute_tool", "turnlens.hlc": 77 << 16},
@@ -92,7 +96,8 @@ def test_every_field_of_a_protobuf_request_arrives(collector: s.CollectorProcess
     [row] = s.query(
         collector.store,
         "select trace_id, span_id, parent_span_id, trace_state, flags, name, kind, start_time_unix_nano, "
-        "end_time_unix_nano, attributes, dropped_attributes_count, dropped_events_count, dropped_links_count, "
+        "end_time_unix_nano, attributes, dropped_attributes_count, dropped_events_count, "
+        "dropped_links_count, "
         "status_code, status_message, resource_attributes, resource_dropped_attributes_count, "
         "resource_schema_url, scope_name, scope_version, scope_attributes, scope_dropped_attributes_count, "
         "scope_schema_url, service_name, node, session_id, turn_id, layer, hlc from spans where span_id = $1",
@@ -127,7 +132,9 @@ def test_the_specification_json_example_is_stored_and_answered_in_json(collector
     status, headers, body = s.post(collector.http, "/v1/traces", s.SPEC_EXAMPLE_JSON, s.json_headers(TOKEN))
     assert status == 200 and headers["content-type"] == "application/json"
     assert orjson.loads(body) == {}
-    rows = s.query(collector.store, "select name, kind, scope_name from spans where span_id = 'eee19b7ec3c1b174'")
+    rows = s.query(
+        collector.store, "select name, kind, scope_name from spans where span_id = 'eee19b7ec3c1b174'"
+    )
     assert rows == [("I'm a server span", "server", "my.library")]
 
 
@@ -179,9 +186,10 @@ BAD_INPUTS = [
      s.protobuf_headers(TOKEN, **{"Content-Encoding": "gzip"}), b"plain", 400),
     ("truncated gzip", "POST", "/v1/traces", s.protobuf_headers(TOKEN, **{"Content-Encoding": "gzip"}),
      gzip.compress(b"x" * 1000)[:-20], 400),
-    ("other media type", "POST", "/v1/traces", {"Content-Type": "text/plain", "Authorization": f"Bearer {TOKEN}"},
-     b"hello", 415),
-    ("other encoding", "POST", "/v1/traces", s.protobuf_headers(TOKEN, **{"Content-Encoding": "br"}), b"x", 415),
+    ("other media type", "POST", "/v1/traces",
+     {"Content-Type": "text/plain", "Authorization": f"Bearer {TOKEN}"}, b"hello", 415),
+    ("other encoding", "POST", "/v1/traces",
+     s.protobuf_headers(TOKEN, **{"Content-Encoding": "br"}), b"x", 415),
     ("GET", "GET", "/v1/traces", {"Authorization": f"Bearer {TOKEN}"}, b"", 405),
     ("PUT", "PUT", "/v1/traces", s.protobuf_headers(TOKEN), b"", 405),
     ("unknown path", "POST", "/v2/traces", s.protobuf_headers(TOKEN), b"", 404),
