@@ -1,0 +1,89 @@
+"""`turnlens demo`: the recorded sample, a collector, live simulated traffic and the dashboard, in one command."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "sample.jsonl.gz"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "demo", help="start a collector, live simulated traffic and the dashboard on one store"
+    )
+    parser.add_argument("--store", type=Path, default=Path("turnlens-data"), help="store directory")
+    parser.add_argument("--http", default="127.0.0.1:4318", help="collector OTLP/HTTP address")
+    parser.add_argument("--grpc", default="127.0.0.1:4317", help="collector OTLP/gRPC address")
+    parser.add_argument("--port", type=int, default=8501, help="dashboard port")
+    parser.add_argument("--rate", type=float, default=2.0, help="live simulated sessions per second")
+    parser.add_argument("--no-live", action="store_true", help="only the recorded sample, no live traffic")
+    parser.set_defaults(func=run)
+
+
+def _turnlens(*args: str) -> list[str]:
+    return [sys.executable, "-m", "turnlens.cli", *args]
+
+
+def _wait_for_http(url: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return True
+        except OSError as exc:
+            if getattr(exc, "code", None):  # any HTTP answer means the server is up
+                return True
+            time.sleep(0.2)
+    return False
+
+
+def run(args: argparse.Namespace) -> int:
+    store: Path = args.store
+    fresh = not (store / "segments").exists()
+    if fresh and SAMPLE.exists():
+        print(f"turnlens demo: loading the recorded sample into {store}", flush=True)
+        subprocess.run(_turnlens("ingest", "--store", str(store), str(SAMPLE)), check=True)
+
+    children: list[subprocess.Popen[bytes]] = []
+
+    def stop(*_: object) -> None:
+        for child in reversed(children):
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        children.append(
+            subprocess.Popen(_turnlens("collect", "--store", str(store), "--http", args.http, "--grpc", args.grpc))
+        )
+        if not _wait_for_http(f"http://{args.http}/v1/traces", 30):
+            print("turnlens demo: the collector did not start", file=sys.stderr)
+            return 1
+        if not args.no_live:
+            children.append(
+                subprocess.Popen(
+                    _turnlens(
+                        "simulate", "--endpoint", f"http://{args.http}", "--rate", str(args.rate),
+                        "--sessions", "1000000",
+                    )
+                )
+            )
+        dashboard = subprocess.Popen(_turnlens("dashboard", "--store", str(store), "--port", str(args.port)))
+        children.append(dashboard)
+        print(f"turnlens demo: dashboard on http://127.0.0.1:{args.port}  (Ctrl-C stops everything)", flush=True)
+        return dashboard.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stop()
