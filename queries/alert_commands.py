@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from collections.abc import Iterator
@@ -128,6 +129,8 @@ def _evaluate(
         print(f"turnlens alerts: cannot open the catalog: {exc}", file=sys.stderr)
         return alerting.EXIT_ERROR
     try:
+        with contextlib.suppress(duckdb.Error):  # a broken view fails its rules below, one by one
+            alerting.snapshot_shared_views(con, rules)
         result = alerting.run_once(con, rules, state, at)
     finally:
         con.close()

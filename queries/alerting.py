@@ -44,6 +44,7 @@ _PARAM = re.compile(r"\$(\w+)")
 _TEMPLATE = re.compile(r"\{(\w+)\}")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_IDENTIFIER = re.compile(r"\b([a-z_][a-z0-9_]*)\b")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
@@ -552,6 +553,23 @@ def append_history(state_path: Path, transitions: list[Transition]) -> None:
         handle.write(lines)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def snapshot_shared_views(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> list[str]:
+    """Materialises, once per evaluation, each catalog view that two or more rules read, as a temporary
+    table of the same name (temp objects shadow the catalog's): fourteen finding rules then share one
+    computation of `divergences`, and every rule sees the same snapshot. Returns the names."""
+    views = {row[0] for row in con.execute(
+        "select view_name from duckdb_views() where schema_name = 'main' and not internal and not temporary"
+    ).fetchall()}
+    readers: dict[str, int] = {}
+    for rule in rules:
+        for name in views & set(_IDENTIFIER.findall(rule.sql)):
+            readers[name] = readers.get(name, 0) + 1
+    shared = sorted(name for name, count in readers.items() if count > 1)
+    for name in shared:  # DDL takes no parameters; the name comes from the catalog's own view list
+        con.execute(f"create or replace temp table {name} as select * from main.{name}")
+    return shared
 
 
 def run_once(
