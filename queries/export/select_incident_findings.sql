@@ -1,0 +1,6 @@
+-- select_incident_findings: one row per finding of the incident's turns, in the order they became true.
+with incident as (select unnest($sessions::varchar[]) as session_id, unnest($turns::varchar[]) as turn_id)
+select d.*
+from divergences as d
+join incident using (session_id, turn_id)
+order by d.detected_hlc, d.kind

@@ -1,0 +1,18 @@
+-- select_incident_turns: one row per turn of an incident: a session's turns (or one of them), or every turn with a span in a time range.
+-- Parameters: $session, $turn (null for every turn of the session), $start_ns, $end_ns (null for no bound).
+--   session_id: the session.
+--   turn_id: the turn.
+--   first_ns: its earliest span start, Unix nanoseconds.
+--   last_ns: its latest span end (or start, for spans that never ended).
+select
+    session_id,
+    turn_id,
+    min(wall_ns) as first_ns,
+    max(coalesce(end_time_unix_nano, wall_ns)) as last_ns
+from spans
+where ($session::varchar is null or session_id = $session::varchar)
+  and ($turn::varchar is null or turn_id = $turn::varchar)
+group by session_id, turn_id
+having ($start_ns::bigint is null or max(coalesce(end_time_unix_nano, wall_ns)) >= $start_ns::bigint)
+   and ($end_ns::bigint is null or min(wall_ns) <= $end_ns::bigint)
+order by first_ns, session_id, turn_id

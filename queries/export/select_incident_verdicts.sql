@@ -1,0 +1,5 @@
+-- select_incident_verdicts: one row per turn and layer of the incident: what that layer believes happened.
+with incident as (select unnest($sessions::varchar[]) as session_id, unnest($turns::varchar[]) as turn_id)
+select v.*
+from layer_verdicts as v
+join incident using (session_id, turn_id)
