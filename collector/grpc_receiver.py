@@ -52,10 +52,12 @@ class _Export:
             receiver.stats.count("grpc-unauthenticated")
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
-            if self.signal != "traces":
-                return rx.other_signal_response(self.signal, request, json=False)
-            result = receiver.export_traces(request, json=False)
-            return rx.trace_response(result, json=False)
+            with receiver.budget.hold() as reservation:
+                reservation.grow(len(request))  # gRPC already holds the body: count it while decoding
+                if self.signal != "traces":
+                    return rx.other_signal_response(self.signal, request, json=False)
+                result = receiver.export_traces(request, json=False)
+                return rx.trace_response(result, json=False)
         except OtlpDecodeError as exc:
             receiver.stats.count("grpc-invalid")
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))

@@ -254,7 +254,6 @@ def hold_a_request_open(collector: s.CollectorProcess, size: int) -> socket.sock
         f"Authorization: Bearer {TOKEN}\r\nContent-Length: {size}\r\n\r\n"
     )
     sock.sendall(head.encode())
-    time.sleep(0.3)  # the collector has read the headers and reserved `size` bytes
     return sock
 
 
@@ -263,7 +262,15 @@ def test_past_the_in_flight_budget_it_answers_429_with_retry_after(collector: s.
     assert INFLIGHT < len(held_request) < LIMIT
     sock = hold_a_request_open(collector, len(held_request))
     try:
-        status, headers, _ = send(collector, s.simple_request(1, seed=31338).SerializeToString())
+        time.sleep(1.0)  # no request of ours may be in flight while it reserves, or it is refused instead
+        deadline = time.monotonic() + 10
+        seed = 31338
+        while True:  # until the collector has read the held request's headers and reserved its bytes
+            seed += 1
+            status, headers, _ = send(collector, s.simple_request(1, seed=seed).SerializeToString())
+            if status != 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert status == 429
         assert int(headers["retry-after"]) >= 1
         sock.sendall(held_request)

@@ -1,0 +1,152 @@
+"""OTLP/gRPC against a real `turnlens collect`: the official exporter, and each status OTLP defines."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import grpc
+import otlp_samples as s
+import pytest
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+TOKEN = "grpc-token"
+LIMIT = 512 * 1024
+INFLIGHT = 128 * 1024
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+
+
+@pytest.fixture(scope="module")
+def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s.CollectorProcess]:
+    process = s.CollectorProcess(
+        tmp_path_factory.mktemp("grpc") / "store",
+        "--token", TOKEN, "--max-request-bytes", str(LIMIT), "--max-inflight-bytes", str(INFLIGHT),
+    ).start()
+    yield process
+    assert process.stop() == 0, process.output()
+
+
+@pytest.fixture
+def channel(collector: s.CollectorProcess) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(collector.grpc, options=[("grpc.max_send_message_length", 8 * LIMIT)]) as ch:
+        yield ch
+
+
+def call(channel: grpc.Channel, body: bytes, path: str = EXPORT, token: str | None = TOKEN) -> bytes:
+    metadata = [("authorization", f"Bearer {token}")] if token else []
+    return channel.unary_unary(path)(body, metadata=metadata, timeout=30)
+
+
+def test_the_official_grpc_exporter_delivers_spans(collector: s.CollectorProcess) -> None:
+    provider = TracerProvider(resource=Resource.create({"service.name": "sdk-grpc"}))
+    exporter = OTLPSpanExporter(
+        endpoint=collector.grpc, insecure=True, headers=(("authorization", f"Bearer {TOKEN}"),)
+    )
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tests.grpc")
+    with tracer.start_as_current_span("turn", attributes={"session.id": "sess-grpc"}) as span:
+        span.add_event("cancel.requested", {"turnlens.hlc": 5 << 16})
+    provider.shutdown()
+    rows = s.query(
+        collector.store,
+        "select s.name, s.session_id, e.name, e.hlc from spans s join span_events e using (span_id) "
+        "where s.service_name = 'sdk-grpc'",
+    )
+    assert rows == [("turn", "sess-grpc", "cancel.requested", 5 << 16)]
+
+
+def test_every_field_arrives_over_grpc(collector: s.CollectorProcess, channel: grpc.Channel) -> None:
+    request = s.full_request()
+    request.resource_spans[0].resource.attributes[0].value.string_value = "payments-grpc"
+    answer = ExportTraceServiceResponse.FromString(call(channel, request.SerializeToString()))
+    assert not answer.HasField("partial_success")
+    [row] = s.query(
+        collector.store,
+        "select trace_id, flags, kind, status_message, len(events), len(links), hlc, node "
+        "from spans where service_name = 'payments-grpc'",
+    )
+    assert row == (s.TRACE_ID.hex(), 0x301, "client", "relay said no", 1, 1, s.HLC, "payments-7")
+
+
+def test_invalid_spans_get_partial_success(channel: grpc.Channel) -> None:
+    request = s.simple_request(4, seed=9001)
+    request.resource_spans[0].scope_spans[0].spans[2].trace_id = b""
+    answer = ExportTraceServiceResponse.FromString(call(channel, request.SerializeToString()))
+    assert answer.partial_success.rejected_spans == 1
+    assert "trace_id" in answer.partial_success.error_message
+
+
+def code_of(error: grpc.RpcError) -> grpc.StatusCode:
+    return error.code()  # type: ignore[no-any-return]
+
+
+def test_undecodable_request_is_invalid_argument(channel: grpc.Channel) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        call(channel, b"\xff\xff not protobuf")
+    assert code_of(caught.value) == grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("token", [None, "wrong"])
+def test_missing_or_wrong_token_is_unauthenticated(channel: grpc.Channel, token: str | None) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        call(channel, s.simple_request(1).SerializeToString(), token=token)
+    assert code_of(caught.value) == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_too_large_is_resource_exhausted(channel: grpc.Channel) -> None:
+    big = s.simple_request(12_000, seed=4).SerializeToString()
+    assert len(big) > LIMIT
+    with pytest.raises(grpc.RpcError) as caught:
+        call(channel, big)
+    assert code_of(caught.value) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    call(channel, s.simple_request(2, seed=5).SerializeToString())  # still serving
+
+
+def test_overload_is_unavailable_with_retry_info(
+    collector: s.CollectorProcess, channel: grpc.Channel
+) -> None:
+    """An OTLP/HTTP request still arriving holds the in-flight budget, which gRPC shares."""
+    size = 300 * 1024
+    host, port = collector.http.split(":")
+    sock = socket.create_connection((host, int(port)))
+    sock.sendall(
+        f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {size}\r\n\r\n".encode()
+    )
+    time.sleep(1.0)  # no request of ours may be in flight while it reserves, or it is refused instead
+    deadline = time.monotonic() + 10
+    try:
+        with pytest.raises(grpc.RpcError) as caught:
+            while time.monotonic() < deadline:  # until the collector has read the headers and reserved
+                call(channel, s.simple_request(1, seed=6).SerializeToString())
+                time.sleep(0.05)
+    finally:
+        sock.close()
+    error = caught.value
+    assert code_of(error) == grpc.StatusCode.UNAVAILABLE
+    trailers = dict(error.trailing_metadata())  # type: ignore[attr-defined]
+    retry = error_details_pb2.RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"])
+    assert retry.retry_delay.seconds + retry.retry_delay.nanos / 1e9 > 0
+    status = status_pb2.Status.FromString(trailers["grpc-status-details-bin"])
+    assert status.details[0].Is(error_details_pb2.RetryInfo.DESCRIPTOR)
+    call(channel, s.simple_request(1, seed=7).SerializeToString())  # served again once the budget frees
+
+
+def test_logs_service_answers_with_everything_rejected(channel: grpc.Channel) -> None:
+    logs = ExportLogsServiceRequest()
+    logs.resource_logs.add().scope_logs.add().log_records.add(time_unix_nano=1)
+    answer = ExportLogsServiceResponse.FromString(
+        call(channel, logs.SerializeToString(), path=LOGS_EXPORT)
+    )
+    assert answer.partial_success.rejected_log_records == 1
