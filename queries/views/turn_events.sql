@@ -153,7 +153,7 @@ select
     hlc_source,
     order_hlc,
     order_hlc >> 16 as hlc_ms,
-    (own_hlc >> 16) - wall_ns / 1e6 as skew_ms,
+    ((own_hlc >> 16) * 1000000 - wall_ns) / 1e6 as skew_ms,
     coalesce(named_call_id, case when layer = 'tool' and any_tool_name is not null then span_id end)
         as tool_call_id,
     any_tool_name as tool_name,

@@ -1,0 +1,140 @@
+"""Catalog: every view and column documented, SQL files consistent, settings and registry carried."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from turnlens.collector import contract as c
+from turnlens.queries import catalog, registry, settings
+
+PUBLIC_VIEWS = (
+    "turns turn_timeline layer_verdicts side_effects divergences cancel_acks slo_cancel_to_ack node_skew "
+    "budget_breaches partial_store_rate turn_usage tool_registry tool_audit"
+).split()
+
+
+def test_every_public_view_exists_with_its_documentation(kit: SimpleNamespace) -> None:
+    con = kit.store([])
+    documented = dict(
+        con.execute("select view_name, comment from duckdb_views() where not internal").fetchall()
+    )
+    for name in PUBLIC_VIEWS:
+        assert documented.get(name), f"view {name} is missing or has no COMMENT"
+
+
+def test_every_view_and_column_is_documented_both_ways(kit: SimpleNamespace) -> None:
+    """A column without a `--   column:` line fails, and so does a line naming a column the view lacks."""
+    con = kit.store([])
+    problems = []
+    for view in catalog.load_views():
+        actual = [r[0] for r in con.execute(f"describe {view.name}").fetchall()]
+        problems += [f"{view.name}.{col} is undocumented" for col in actual if col not in view.columns]
+        problems += [
+            f"{view.name}.{col} is documented but absent" for col in view.columns if col not in actual
+        ]
+        comments = dict(
+            con.execute(
+                "select column_name, comment from duckdb_columns() where table_name = ?", [view.name]
+            ).fetchall()
+        )
+        problems += [f"{view.name}.{col} has no COMMENT" for col in actual if not comments.get(col)]
+    assert problems == []
+
+
+def test_each_file_defines_the_view_it_is_named_after() -> None:
+    for view in catalog.load_views():
+        assert view.path.stem == view.name
+        assert len(re.findall(r"create\s+or\s+replace\s+view", view.sql, re.IGNORECASE)) == 1
+
+
+def test_an_orphan_sql_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "views").mkdir()
+    (tmp_path / "views" / "_order").write_text("a.sql\n")
+    (tmp_path / "views" / "a.sql").write_text("-- a: one row\ncreate or replace view a as select 1 as x;\n")
+    (tmp_path / "views" / "b.sql").write_text("-- b: one row\ncreate or replace view b as select 1 as x;\n")
+    with pytest.raises(catalog.CatalogError, match="b.sql"):
+        catalog.load_views(tmp_path)
+
+
+def test_the_sql_step_list_is_the_contract(kit: SimpleNamespace) -> None:
+    sql = (catalog.QUERIES_DIR / "views" / "turn_events.sql").read_text()
+    listed = re.findall(r"\('([a-z_.]+)'\)", sql.split("contract_steps(step) as")[1].split("),\n\n")[0] + ")")
+    assert tuple(listed) == c.EVENT_NAMES
+
+
+def test_settings_are_documented_and_reach_the_settings_view(kit: SimpleNamespace) -> None:
+    view = next(v for v in catalog.load_views() if v.name == "settings")
+    for s in settings.SETTINGS:
+        assert s.description and s.unit in ("ms", "ratio", "bool")
+        assert s.name in view.sql, f"setting {s.name} is never read by the settings view"
+    con = kit.store([], settings_toml="slo_cancel_to_ack_ms = 50\none_datacenter = true\n")
+    row = kit.rows(con, "select slo_cancel_to_ack_ms, skew_tolerance_ms, turn_budget_ms from settings")
+    assert row == [{"slo_cancel_to_ack_ms": 50, "skew_tolerance_ms": 20, "turn_budget_ms": 30_000}]
+    con.execute("set variable slo_cancel_to_ack_ms = 70")  # a reader's own override, read-only catalog
+    assert con.execute("select slo_cancel_to_ack_ms from settings").fetchone() == (70,)
+
+
+def test_settings_precedence(tmp_path: Path) -> None:
+    (tmp_path / settings.SETTINGS_FILE).write_text("tool_budget_ms = 4000\nturn_budget_ms = 20000\n")
+    values = settings.resolve(tmp_path, {"TURNLENS_TURN_BUDGET_MS": "25000"}, {"segment_gap_budget_ms": 150})
+    assert (values["tool_budget_ms"], values["turn_budget_ms"], values["segment_gap_budget_ms"]) == (
+        4000,
+        25000,
+        150,
+    )
+    assert values["skew_tolerance_ms"] == 100
+    with pytest.raises(settings.SettingsError, match="unknown setting"):
+        settings.resolve(None, {}, {"skew_tolerence_ms": 1})
+    (tmp_path / settings.SETTINGS_FILE).write_text('tool_budget_ms = "fast"\n')
+    with pytest.raises(settings.SettingsError, match="must be a number"):
+        settings.resolve(tmp_path, {})
+
+
+def test_the_registry_file_is_validated(tmp_path: Path) -> None:
+    path = tmp_path / registry.REGISTRY_FILE
+    path.write_text('[tools.send_email]\ntier = "irreversible"\n')
+    with pytest.raises(registry.RegistryError, match="is not one of read_only"):
+        registry.load_registry(path)
+    path.write_text('[tools.send_email]\ntier = "read_only"\ncolour = "red"\n')
+    with pytest.raises(registry.RegistryError, match="unknown keys colour"):
+        registry.load_registry(path)
+    path.write_text('[tools."crm.update"]\ntier = "button_reversible"\nbillable = true\n')
+    assert registry.load_registry(path) == [
+        registry.ToolEntry("crm.update", tier="button_reversible", billable=True)
+    ]
+    assert registry.load_registry(tmp_path / "absent.toml") == []
+
+
+def test_named_queries_document_their_parameters(kit: SimpleNamespace) -> None:
+    named = catalog.load_named()
+    assert {
+        "turn_timeline_of",
+        "findings_of_turn",
+        "slo_recent",
+        "ledger_of_turn",
+        "findings_by_kind",
+    } <= set(named)
+    con = kit.store(kit.turn(cancel_at=1000, dispatch_at=None, acked=()))
+    timeline = catalog.run_named(con, "turn_timeline_of", {"session": "s1", "turn": "turn1"}).fetchall()
+    assert len(timeline) > 10
+    found = catalog.run_named(con, "findings_of_turn", {"session": "s1", "turn": "turn1"}).fetchall()
+    assert [f[0] for f in found] == ["cancel_not_propagated"]
+    with pytest.raises(catalog.CatalogError, match="missing \\['turn'\\]"):
+        catalog.run_named(con, "turn_timeline_of", {"session": "s1"})
+
+
+def test_the_catalog_is_replaced_while_a_reader_holds_the_old_one(
+    kit: SimpleNamespace, tmp_path: Path
+) -> None:
+    con = kit.store(kit.turn())
+    before = con.execute("select count(*) from turns").fetchone()
+    store = Path(
+        con.execute("select path from duckdb_databases() where database_name = 'turnlens'").fetchone()[0]
+    )
+    catalog.write_catalog(store.parent, str(store.parent / "segments" / "*" / "*.parquet"))
+    assert con.execute("select count(*) from turns").fetchone() == before
+    with catalog.connect(store.parent) as fresh:
+        assert fresh.execute("select count(*) from turns").fetchone() == before

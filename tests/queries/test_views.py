@@ -1,0 +1,530 @@
+"""Given rows → expected rows for each analytic view,, on one store of hand-built turns and edge cases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import duckdb
+import pytest
+from turnlens.collector import contract as c
+from turnlens.queries import catalog
+
+REGISTRY = """
+[tools.send_invoice]
+tier = "soft_irreversible"
+dispatch = "eager"            # the spans say speculative: the audit must notice
+
+[tools.search_web]
+tier = "read_only"
+
+[tools.never_called]
+tier = "read_only"
+owner = "search-team"
+"""
+
+
+def _rows(b: Any) -> list[dict]:
+    span, event = b.span, b.event
+    rows: list[dict] = []
+    rows += b.turn(session="s-clean", turn="clean", trace="clean", key="k-clean")
+    rows += b.turn(
+        session="s-cancel",
+        turn="cancelled",
+        trace="cancelled",
+        key="k-cancel",
+        cancel_at=1000,
+        dispatch_at=None,
+    )
+
+    # two events in the same millisecond on two nodes: the HLC's logical counter orders them, although
+    # the second one's wall clock reads 0.6 ms earlier (within the clock's resolution: no finding)
+    same = dict(session="s-same", turn="same_ms", trace="same_ms")
+    rows += [
+        span(
+            "POST /chat",
+            0,
+            1000,
+            span_id="root",
+            layer="http",
+            node="gw",
+            hlc_at=0,
+            kind="server",
+            **same,
+            events=[event(c.EV_USER_INPUT, 500.8, hlc_at=(500, 1))],
+        ),
+        span(
+            "stream",
+            100,
+            900,
+            span_id="stream",
+            parent="root",
+            layer="stream",
+            node="streamer",
+            hlc_at=100,
+            **same,
+            events=[event(c.EV_STREAM_PROGRESS, 500.2, hlc_at=(500, 2), **{c.STREAM_TOKENS: 3})],
+        ),
+    ]
+
+    # a cancel that arrives in another trace (a separate request from the client), linked to the turn
+    rows += [
+        span(
+            "POST /chat",
+            0,
+            2000,
+            span_id="root",
+            layer="http",
+            node="gw",
+            hlc_at=0,
+            kind="server",
+            session="s-linked",
+            turn="linked",
+            trace="linked-turn",
+        ),
+        span(
+            "POST /cancel",
+            800,
+            820,
+            span_id="cancel",
+            layer="http",
+            node="gw",
+            hlc_at=800,
+            kind="server",
+            session=None,
+            turn=None,
+            trace="linked-cancel",
+            links=[("linked-turn", "root")],
+            events=[
+                event(c.EV_CANCEL_REQUESTED, 805, hlc_at=805, **{c.CANCEL_ORIGIN: "user_typed"}),
+                event(c.EV_CANCEL_ACKNOWLEDGED, 815, hlc_at=815),
+            ],
+        ),
+    ]
+
+    # a turn whose spans never ended (the process died mid-call)
+    rows += [
+        span(
+            "POST /chat",
+            0,
+            None,
+            span_id="root",
+            layer="http",
+            node="gw",
+            hlc_at=0,
+            kind="server",
+            session="s-open",
+            turn="open",
+            trace="open",
+        ),
+        span(
+            "execute_tool search_web",
+            50,
+            None,
+            span_id="tool",
+            parent="root",
+            node="tools",
+            hlc_at=50,
+            session="s-open",
+            turn="open",
+            trace="open",
+            attrs={
+                c.GEN_AI_OPERATION_NAME: "execute_tool",
+                c.TOOL_NAME: "search_web",
+                c.TOOL_CALL_ID: "c-open",
+                c.TOOL_TIER: "read_only",
+            },
+        ),
+    ]
+
+    # a node far ahead in time: `fast` runs 500 ms ahead; `slow` receives its HLC and carries it
+    ahead = dict(session="s-ahead", turn="ahead", trace="ahead")
+    rows += [
+        span("invoke_agent", 1500, 1600, span_id="fast", layer="runtime", node="fast", hlc_at=1500, **ahead),
+        span(
+            "POST /chat",
+            1010,
+            1100,
+            span_id="slow",
+            parent="fast",
+            layer="http",
+            node="slow",
+            hlc_at=(1500, 1),
+            kind="server",
+            **ahead,
+        ),
+    ]
+
+    # OpenInference only: session.id, span kinds, tool.name; no turn id, no HLC
+    oi = dict(session=None, turn=None, trace="openinference")
+    rows += [
+        span(
+            "agent run",
+            0,
+            900,
+            span_id="agent",
+            node="oi-app",
+            **oi,
+            attrs={c.SESSION_ID: "s-oi", c.OPENINFERENCE_SPAN_KIND: "AGENT"},
+        ),
+        span(
+            "search_web",
+            100,
+            400,
+            span_id="tool",
+            parent="agent",
+            node="oi-app",
+            **oi,
+            attrs={c.OPENINFERENCE_SPAN_KIND: "TOOL", c.OPENINFERENCE_TOOL_NAME: "search_web"},
+        ),
+    ]
+    # GenAI conventions only: conversation id; an inner span carries a framework's own run id (outermost wins)
+    genai = dict(session=None, turn=None, trace="genai")
+    rows += [
+        span(
+            "invoke_agent support",
+            0,
+            800,
+            span_id="agent",
+            node="genai-app",
+            **genai,
+            attrs={c.GEN_AI_CONVERSATION_ID: "conv-1", c.GEN_AI_OPERATION_NAME: "invoke_agent"},
+        ),
+        span(
+            "execute_tool lookup_order",
+            200,
+            700,
+            span_id="tool",
+            parent="agent",
+            node="genai-app",
+            **genai,
+            attrs={
+                c.GEN_AI_CONVERSATION_ID: "framework-run-77",
+                c.GEN_AI_OPERATION_NAME: "execute_tool",
+                c.TOOL_NAME: "lookup_order",
+                c.TOOL_CALL_ID: "call_x",
+            },
+        ),
+    ]
+
+    # over every budget: a 31 s turn, a 6 s tool call, a 300 ms gap between stream segments
+    slow = dict(session="s-slow", turn="slow", trace="slow")
+    rows += [
+        span(
+            "POST /chat", 0, 31_000, span_id="root", layer="http", node="gw", hlc_at=0, kind="server", **slow
+        ),
+        span(
+            "stream",
+            10,
+            30_000,
+            span_id="stream",
+            parent="root",
+            layer="stream",
+            node="streamer",
+            hlc_at=10,
+            **slow,
+            events=[
+                event(c.EV_STREAM_PROGRESS, t, hlc_at=t, **{c.STREAM_TOKENS: i})
+                for i, t in enumerate((100, 250, 550, 700), start=1)
+            ],
+        ),
+        span(
+            "execute_tool search_web",
+            1000,
+            7000,
+            span_id="tool",
+            parent="root",
+            layer="tool",
+            node="tools",
+            hlc_at=1000,
+            **slow,
+            attrs={c.TOOL_NAME: "search_web", c.TOOL_CALL_ID: "c-slow"},
+            events=[event(c.EV_PARTIAL_STORED, 6900, hlc_at=6900)],
+        ),
+    ]
+
+    # one span exported twice (an OTLP retry): counted once
+    retried = dict(session="s-retry", turn="retry", trace="retry")
+    first = span(
+        "POST /chat", 0, 100, span_id="root", layer="http", node="gw", hlc_at=0, kind="server", **retried
+    )
+    rows += [first, {**first, "received_unix_nano": first["received_unix_nano"] + 5_000_000}]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory: pytest.TempPathFactory, builders: Any) -> Iterator[duckdb.DuckDBPyConnection]:
+    store = builders.write_store(tmp_path_factory.mktemp("views"), _rows(builders), registry_toml=REGISTRY)
+    connection = catalog.connect(store)
+    yield connection
+    connection.close()
+
+
+def rows(con: duckdb.DuckDBPyConnection, sql: str, *params: Any) -> list[dict]:
+    cursor = con.execute(sql, list(params))
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+
+
+def one(con: duckdb.DuckDBPyConnection, sql: str, *params: Any) -> dict:
+    [row] = rows(con, sql, *params)
+    return row
+
+
+# --- turns -----------------------------------------------------------------------------------------
+def test_a_completed_turn(con: duckdb.DuckDBPyConnection, builders: Any) -> None:
+    t = one(con, "select * from turns where turn_id = 'clean'")
+    assert (t["session_id"], t["status"], t["cancel_origin"], t["ordering"]) == (
+        "s-clean",
+        "completed",
+        None,
+        "hlc",
+    )
+    assert (t["tokens_streamed"], t["tool_calls"], t["side_effects"], t["findings"]) == (50, 1, 1, 0)
+    assert (t["spans"], t["open_spans"], t["traces"]) == (6, 0, 1)
+    assert t["started_wall_ns"] == builders.ns(0) and t["ended_wall_ns"] == builders.ns(3000)
+    assert t["started_hlc"] == builders.hlc(0) and t["duration_ms"] == 3000
+    assert t["layers"] == ["billing", "http", "runtime", "stream", "third_party", "tool"]
+
+
+def test_a_cancelled_turn(con: duckdb.DuckDBPyConnection) -> None:
+    t = one(
+        con, "select status, cancel_origin, tool_calls, side_effects from turns where turn_id = 'cancelled'"
+    )
+    assert t == {"status": "cancelled", "cancel_origin": "user_clicked", "tool_calls": 1, "side_effects": 0}
+
+
+def test_a_turn_whose_spans_never_ended_is_open_not_dropped(con: duckdb.DuckDBPyConnection) -> None:
+    t = one(
+        con,
+        "select status, ended_wall_ns, ended_hlc, duration_ms, open_spans from turns where turn_id = 'open'",
+    )
+    assert t == {
+        "status": "open",
+        "ended_wall_ns": None,
+        "ended_hlc": None,
+        "duration_ms": None,
+        "open_spans": 2,
+    }
+    call = one(con, "select status, tool_span_ms, open_tool_spans from side_effects where turn_id = 'open'")
+    assert call == {"status": "running", "tool_span_ms": None, "open_tool_spans": 1}
+    assert (
+        one(con, "select verdict from layer_verdicts where turn_id = 'open' and layer = 'http'")["verdict"]
+        == "open"
+    )
+
+
+def test_a_cancel_from_a_linked_trace_belongs_to_the_turn(con: duckdb.DuckDBPyConnection) -> None:
+    t = one(con, "select session_id, status, cancel_origin, traces from turns where turn_id = 'linked'")
+    assert t == {"session_id": "s-linked", "status": "cancelled", "cancel_origin": "user_typed", "traces": 2}
+    ack = one(con, "select cancel_to_ack_ms, http_ack_ms from cancel_acks where turn_id = 'linked'")
+    assert ack == {"cancel_to_ack_ms": 10, "http_ack_ms": 10}
+
+
+def test_a_duplicated_export_counts_once(con: duckdb.DuckDBPyConnection) -> None:
+    assert one(con, "select spans from turns where turn_id = 'retry'") == {"spans": 1}
+
+
+# --- frameworks without the turnlens contract --------------------------------------------------------
+def test_openinference_spans_become_a_wall_clock_turn_with_a_tool_call(
+    con: duckdb.DuckDBPyConnection, builders: Any
+) -> None:
+    trace = builders.span("x", 0, 1, trace="openinference")["trace_id"]
+    t = one(con, "select * from turns where session_id = 's-oi'")
+    assert (t["turn_id"], t["ordering"], t["status"], t["tool_calls"], t["findings"]) == (
+        trace,
+        "wall_clock",
+        "completed",
+        1,
+        0,
+    )
+    call = one(con, "select * from side_effects where session_id = 's-oi'")
+    assert (call["tool_name"], call["tier"], call["tier_source"], call["ordering"]) == (
+        "search_web",
+        "read_only",
+        "registry",
+        "wall_clock",
+    )
+    assert call["tool_call_id"] == builders.span("x", 0, 1, span_id="tool")["span_id"]
+    assert call["dispatched_hlc"] == builders.ns(100) // 1_000_000 << 16
+
+
+def test_genai_spans_take_the_outermost_conversation_and_flag_only_the_missing_tier(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    t = one(con, "select session_id, ordering, tool_calls from turns where session_id = 'conv-1'")
+    assert t == {"session_id": "conv-1", "ordering": "wall_clock", "tool_calls": 1}
+    assert rows(con, "select count(*) as n from turns where session_id = 'framework-run-77'") == [{"n": 0}]
+    found = rows(con, "select kind, tool_call_id from divergences where session_id = 'conv-1'")
+    assert found == [{"kind": "untiered_tool", "tool_call_id": "call_x"}]
+
+
+# --- turn_timeline -----------------------------------------------------------------------------------
+def test_the_timeline_follows_the_hlc_within_a_millisecond(con: duckdb.DuckDBPyConnection) -> None:
+    events = rows(
+        con,
+        "select seq, wall_seq, name, hlc_logical, offset_ms from turn_timeline "
+        "where turn_id = 'same_ms' and source = 'event' order by seq",
+    )
+    assert [(e["name"], e["hlc_logical"], e["offset_ms"]) for e in events] == [
+        ("turn.user_input", 1, 500),
+        ("stream.progress", 2, 500),
+    ]
+    assert events[0]["seq"] < events[1]["seq"] and events[0]["wall_seq"] > events[1]["wall_seq"]
+    assert rows(con, "select kind from divergences where turn_id = 'same_ms'") == []
+
+
+def test_the_timeline_numbers_every_start_end_and_event(con: duckdb.DuckDBPyConnection) -> None:
+    timeline = rows(
+        con,
+        "select seq, source, step, layer, node, hlc_source from turn_timeline "
+        "where turn_id = 'cancelled' order by seq",
+    )
+    assert [t["seq"] for t in timeline] == list(range(1, len(timeline) + 1))
+    steps = [t["step"] for t in timeline if t["step"]]
+    assert (
+        steps.index("cancel.requested") < steps.index("cancel.received") < steps.index("cancel.acknowledged")
+    )
+    assert steps.index("cancel.acknowledged") < steps.index("tool.discarded")
+    assert {t["hlc_source"] for t in timeline if t["source"] == "span_end"} == {"span_clock"}
+    assert timeline[0]["source"] == "span_start" and timeline[0]["layer"] == "http"
+
+
+# --- cancel_acks / layer_verdicts ---------------------------------------------------------------------
+def test_cancel_acks_measure_each_layer(con: duckdb.DuckDBPyConnection, builders: Any) -> None:
+    ack = one(con, "select * from cancel_acks where turn_id = 'cancelled'")
+    assert (ack["origin"], ack["requested_layer"], ack["requested_hlc"]) == (
+        "user_clicked",
+        "http",
+        builders.hlc(1000),
+    )
+    # acknowledgements at +20 (http), +21 (stream), +22 (runtime); no call ran, so the tool layer had none
+    assert (
+        ack["cancel_to_ack_ms"],
+        ack["http_ack_ms"],
+        ack["stream_ack_ms"],
+        ack["runtime_ack_ms"],
+        ack["tool_ack_ms"],
+    ) == (22, 20, 21, 22, None)
+    assert ack["layers_reached"] == ["http", "runtime", "stream"]
+    assert ack["layers_acked"] == ["http", "runtime", "stream"]
+    assert rows(con, "select turn_id from cancel_acks where turn_id = 'clean'") == []
+
+
+def test_layer_verdicts_read_side_by_side(con: duckdb.DuckDBPyConnection) -> None:
+    clean = {
+        r["layer"]: r["verdict"] for r in rows(con, "select * from layer_verdicts where turn_id = 'clean'")
+    }
+    assert clean == {
+        "http": "completed",
+        "stream": "completed",
+        "runtime": "completed",
+        "tool": "succeeded",
+        "third_party": "acknowledged",
+        "billing": "charged",
+    }
+    cancelled = {r["layer"]: r for r in rows(con, "select * from layer_verdicts where turn_id = 'cancelled'")}
+    assert (
+        cancelled["stream"]["verdict"] == "cancelled" and cancelled["stream"]["finish_reason"] == "cancelled"
+    )
+    assert (
+        cancelled["runtime"]["cancel_acknowledged"]
+        and "Acknowledged the cancel" in cancelled["runtime"]["detail"]
+    )
+
+
+# --- side_effects -------------------------------------------------------------------------------------
+def test_the_ledger_has_every_phase(con: duckdb.DuckDBPyConnection, builders: Any) -> None:
+    call = one(con, "select * from side_effects where turn_id = 'clean'")
+    hlc = builders.hlc
+    assert (call["tool_call_id"], call["tool_name"], call["tier"], call["dispatch"], call["status"]) == (
+        "call1",
+        "send_invoice",
+        "soft_irreversible",
+        "speculative",
+        "committed",
+    )
+    assert (call["buffered_hlc"], call["dispatched_hlc"], call["prepared_hlc"], call["committed_hlc"]) == (
+        hlc(400),
+        hlc(2100),
+        hlc(2120),
+        hlc(2200),
+    )
+    assert (call["approval_requested_hlc"], call["approval_granted_hlc"]) == (hlc(2050), hlc(2080))
+    assert (
+        call["third_party_acks"],
+        call["third_party_status"],
+        call["charges"],
+        call["charged_amount"],
+    ) == (1, "250 OK", 1, 0.5)
+    assert call["idempotency_key"] == "k-clean" and call["requires_approval"] and call["side_effecting"]
+    discarded = one(con, "select status, discarded_hlc from side_effects where turn_id = 'cancelled'")
+    assert discarded == {"status": "discarded", "discarded_hlc": hlc(1025)}
+
+
+# --- node_skew -----------------------------------------------------------------------------------------
+def test_a_node_far_ahead_shows_as_skew_on_the_nodes_it_talks_to(con: duckdb.DuckDBPyConnection) -> None:
+    skew = {r["node"]: r for r in rows(con, "select * from node_skew where node in ('fast', 'slow')")}
+    assert skew["slow"]["max_skew_ms"] == 490 and skew["slow"]["over_tolerance"] and skew["slow"]["anomaly"]
+    assert skew["fast"]["max_skew_ms"] == 0 and not skew["fast"]["over_tolerance"]
+    assert skew["slow"]["tolerance_ms"] == 100
+
+
+# --- budget_breaches -------------------------------------------------------------------------------------
+def test_budgets(con: duckdb.DuckDBPyConnection) -> None:
+    breaches = rows(
+        con, "select budget, tool_name, observed_ms, budget_ms from budget_breaches order by budget"
+    )
+    assert breaches == [
+        {"budget": "segment_gap", "tool_name": None, "observed_ms": 300, "budget_ms": 200},
+        {"budget": "tool_call", "tool_name": "search_web", "observed_ms": 6000, "budget_ms": 5000},
+        {"budget": "turn", "tool_name": None, "observed_ms": 31000, "budget_ms": 30000},
+    ]
+
+
+# --- partial_store_rate / turn_usage ----------------------------------------------------------------
+def test_partial_store_rate(con: duckdb.DuckDBPyConnection) -> None:
+    per_tool = {r["tool_name"]: r for r in rows(con, "select * from partial_store_rate")}
+    assert (per_tool["search_web"]["tool_calls"], per_tool["search_web"]["partial_stored"]) == (3, 1)
+    everything = per_tool[None]
+    assert everything["partial_stored"] == 1 and everything["rate"] == pytest.approx(
+        1 / everything["tool_calls"]
+    )
+    assert everything["target"] == 0.05
+
+
+def test_usage_is_never_a_silent_zero(con: duckdb.DuckDBPyConnection) -> None:
+    usage = {r["turn_id"]: r for r in rows(con, "select * from turn_usage")}
+    assert (usage["clean"]["usage"], usage["clean"]["tokens_billed"], usage["clean"]["total_cost"]) == (
+        "known",
+        50,
+        pytest.approx(0.51),
+    )
+    assert (usage["slow"]["usage"], usage["slow"]["tokens_streamed"], usage["slow"]["tokens_billed"]) == (
+        "partial",
+        4,
+        None,
+    )
+    assert (usage["open"]["usage"], usage["open"]["tokens_streamed"], usage["open"]["total_cost"]) == (
+        "unknown",
+        None,
+        None,
+    )
+    assert usage["cancelled"]["cancelled"] and usage["cancelled"]["tokens_streamed_before_cancel"] == 50
+
+
+# --- tool_registry / tool_audit ---------------------------------------------------------------------
+def test_the_registry_with_what_was_observed(con: duckdb.DuckDBPyConnection) -> None:
+    registry = {r["tool_name"]: r for r in rows(con, "select * from tool_registry")}
+    assert set(registry) == {"send_invoice", "search_web", "never_called"}
+    assert registry["never_called"]["calls"] == 0 and registry["never_called"]["owner"] == "search-team"
+    assert registry["search_web"]["calls"] == 3
+
+
+def test_the_audit_compares_registry_and_spans(con: duckdb.DuckDBPyConnection) -> None:
+    audit = {r["tool_name"]: r for r in rows(con, "select * from tool_audit")}
+    assert audit["send_invoice"]["verdict"] == "mismatch" and audit["send_invoice"]["dispatch_mismatch"]
+    assert audit["send_invoice"]["observed_dispatch"] == ["speculative"]
+    assert audit["never_called"]["verdict"] == "unused"
+    assert audit["lookup_order"]["verdict"] == "untiered" and not audit["lookup_order"]["registered"]
+    assert audit["search_web"]["verdict"] == "ok" and audit["search_web"]["calls_without_tier"] == 2
