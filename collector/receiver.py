@@ -139,8 +139,6 @@ class Receiver:
 
     def export_traces(self, body: bytes, *, json: bool) -> DecodeResult:
         """Decodes and appends; returns once durable. Raises OtlpDecodeError, Overloaded, ShuttingDown."""
-        if self.stopping.is_set():
-            raise ShuttingDown("the collector is shutting down", 1.0)
         result = otlp_decode.decode_json(body) if json else otlp_decode.decode_protobuf(body)
         try:
             if result.table.num_rows:

@@ -1,0 +1,161 @@
+"""The collector as a process: SIGTERM flushes and exits 0, kill -9 loses nothing acknowledged, retries count
+once, and a reader process queries while spans pour in."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import otlp_samples as s
+import pytest
+
+READER = """
+import json, sys, time
+from pathlib import Path
+from turnlens.queries.catalog import connect
+store, seconds = Path(sys.argv[1]), float(sys.argv[2])
+counts, errors = [], []
+deadline = time.monotonic() + seconds
+while time.monotonic() < deadline:
+    try:
+        con = connect(store)
+        counts.append(con.execute("select count(*) from spans").fetchone()[0])
+        con.close()
+    except Exception as exc:
+        errors.append(repr(exc))
+    time.sleep(0.05)
+print(json.dumps({"counts": counts, "errors": errors}))
+"""
+
+
+class Sender:
+    """Sends distinct requests in a loop from a thread; remembers the span ids the collector acknowledged."""
+
+    def __init__(self, collector: s.CollectorProcess, *, seed: int, spans_per_request: int = 200) -> None:
+        self.collector = collector
+        self.seed = seed
+        self.spans_per_request = spans_per_request
+        self.acknowledged: set[str] = set()
+        self.refused = 0
+        self.failed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sender:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            n += 1
+            request = s.simple_request(self.spans_per_request, seed=self.seed * 100_000 + n)
+            try:
+                status, _, _ = s.post(
+                    self.collector.http, "/v1/traces", request.SerializeToString(), s.protobuf_headers()
+                )
+            except OSError:
+                self.failed += 1  # the collector is gone (killed or stopped): not acknowledged
+                time.sleep(0.05)
+                continue
+            if status == 200:
+                self.acknowledged |= s.span_ids(request)
+            else:
+                self.refused += 1
+
+
+def stored_ids(store: Path, ids: set[str]) -> set[str]:
+    rows = s.query(store, "select span_id from spans where span_id in (select unnest($1))", [sorted(ids)])
+    return {row[0] for row in rows}
+
+
+def test_sigterm_finishes_the_request_in_progress_flushes_and_exits_0(start_collector) -> None:  # noqa: ANN001
+    collector = start_collector()
+    request = s.simple_request(50, seed=123).SerializeToString()
+    host, port = collector.http.split(":")
+    sock = socket.create_connection((host, int(port)))
+    sock.sendall(
+        f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        f"Content-Length: {len(request)}\r\n\r\n".encode() + request[:100]
+    )
+    time.sleep(0.5)
+    collector.signal(signal.SIGTERM)
+    time.sleep(0.5)
+    with pytest.raises(OSError):  # no longer accepting
+        s.post(collector.http, "/v1/traces", request, s.protobuf_headers())
+    sock.sendall(request[100:])
+    answer = sock.recv(65536)
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert collector.proc.wait(30) == 0, collector.output()
+    assert "stopped" in collector.output()
+    assert len(stored_ids(collector.store, s.span_ids(s.simple_request(50, seed=123)))) == 50
+
+
+def test_sigterm_under_load_keeps_every_acknowledged_span(start_collector) -> None:  # noqa: ANN001
+    collector = start_collector()
+    with Sender(collector, seed=1) as sender:
+        time.sleep(2.0)
+        collector.signal(signal.SIGTERM)
+        assert collector.proc.wait(30) == 0, collector.output()
+    assert sender.acknowledged
+    assert stored_ids(collector.store, sender.acknowledged) == sender.acknowledged
+
+
+def test_retried_exports_are_counted_once(start_collector) -> None:  # noqa: ANN001
+    collector = start_collector()
+    request = s.simple_request(30, seed=55).SerializeToString()
+    for _ in range(3):  # an exporter that never saw the answer sends it again
+        status, _, _ = s.post(collector.http, "/v1/traces", request, s.protobuf_headers())
+        assert status == 200
+    assert s.query(collector.store, "select count(*), count(distinct span_id) from spans") == [(30, 30)]
+    raw = s.query(collector.store, "select count(*) from read_parquet($1)",
+                  [str(collector.store / "segments" / "*" / "*.parquet")])
+    assert raw == [(90,)]  # three copies on disk, one in the view
+
+
+def test_a_reader_process_queries_while_spans_arrive(start_collector) -> None:  # noqa: ANN001
+    collector = start_collector()
+    with Sender(collector, seed=2) as sender:
+        reader = subprocess.run(
+            [sys.executable, "-c", READER, str(collector.store), "4"],
+            capture_output=True, text=True, timeout=120,
+        )
+    assert reader.returncode == 0, reader.stderr
+    seen = json.loads(reader.stdout)
+    assert seen["errors"] == []
+    assert len(seen["counts"]) > 5 and seen["counts"][-1] > seen["counts"][0]  # it saw ingestion progress
+    assert sender.refused == 0 and len(sender.acknowledged) > 0
+
+
+@pytest.mark.slow
+def test_kill_9_under_load_loses_nothing_acknowledged(start_collector, tmp_path: Path) -> None:  # noqa: ANN001
+    store = tmp_path / "crash-store"
+    collector = start_collector(store=store)
+    senders = [Sender(collector, seed=10 + i) for i in range(3)]
+    for sender in senders:
+        sender.__enter__()
+    time.sleep(4.0)
+    collector.proc.send_signal(signal.SIGKILL)
+    collector.proc.wait(10)
+    for sender in senders:
+        sender.__exit__()
+    acknowledged = set().union(*(sender.acknowledged for sender in senders))
+    assert len(acknowledged) > 1000
+    restarted = start_collector(store=store)
+    assert stored_ids(store, acknowledged) == acknowledged
+    # the restarted collector serves, and writes beside what the killed one left
+    request = s.simple_request(5, seed=999)
+    assert s.post(restarted.http, "/v1/traces", request.SerializeToString(), s.protobuf_headers())[0] == 200
+    assert stored_ids(store, s.span_ids(request)) == s.span_ids(request)
+    assert restarted.stop() == 0
