@@ -260,7 +260,7 @@ def approval_bypassed(turn: Turn) -> float:
     plan = plan_tool(turn, t_flush, call)
     schedule_tool(turn, plan)
     turn.label(K_UNAPPROVED_SIDE_EFFECT, call)
-    return receipt(turn, plan.returned + 0.3, call) + 25_000.0  # the user still answers the prompt later
+    return receipt(turn, plan.returned + 0.3, call)
 
 
 def swallowed_abort_error(turn: Turn) -> float:

@@ -235,6 +235,7 @@ class Turn:
             if key not in self._closed:
                 self.close(end, key)
                 end += 0.2
+        self.at(end, self._spans.clear)  # nothing refers to the ended spans any more: a live run stays small
         return end
 
     def set_attribute(self, t: float, key: str, name: str, value: Any) -> None:
