@@ -186,6 +186,22 @@ def _overlapping_alerts(store: Path | None, turns: list[dict[str, Any]]) -> list
     return sorted(chosen, key=lambda a: (a["startsAt"], a["alertname"] or ""))
 
 
+def _add_receipt_or_undo(ledger: Section) -> None:
+    """What the user was told of each committed call: undone, shown with a receipt, or nothing."""
+    if ledger.unavailable or "committed_hlc" not in ledger.columns:
+        return
+    for row in ledger.rows:
+        if not row.get("committed_hlc"):
+            row["receipt_or_undo"] = "nothing committed"
+        elif row.get("compensated_hlc"):
+            row["receipt_or_undo"] = "undone (compensated)"
+        elif row.get("receipt_hlc"):
+            row["receipt_or_undo"] = "receipt shown to the user"
+        else:
+            row["receipt_or_undo"] = "NEITHER: committed, not undone, never shown"
+    ledger.columns.append("receipt_or_undo")
+
+
 def gather(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -222,6 +238,7 @@ def gather(
         except duckdb.BinderException as exc:
             section.unavailable = f"the view's columns differ from what the export expects: {exc}"
         sections[key] = section
+    _add_receipt_or_undo(sections["ledger"])
     alerts = _overlapping_alerts(store_dir or _store_dir(con), turns)
     return Incident(
         scope=scope, turns=turns, sections=sections, alerts=alerts, generated_at=datetime.now(UTC)
@@ -314,10 +331,6 @@ def _table_html(
     return f'<div class="scroll">{table}</div>'
 
 
-def _section_rows(section: Section) -> list[list[str]]:
-    return [[display(c, row.get(c)) for c in section.columns] for row in section.rows]
-
-
 def _swimlanes_svg(incident: Incident) -> list[tuple[str, str]]:
     """(turn, SVG) per turn: the dashboard's swimlane rendered to static SVG by vl-convert."""
     section = incident.sections["timeline"]
@@ -337,6 +350,66 @@ def _swimlanes_svg(incident: Incident) -> list[tuple[str, str]]:
         chart = charts.swimlane(events, width=900)
         out.append((turn["turn_id"], vl_convert.vegalite_to_svg(chart.to_dict())))
     return out
+
+
+_HTML_COLUMNS = {
+    "summary": [
+        "session_id",
+        "turn_id",
+        "status",
+        "cancel_origin",
+        "started_at",
+        "started_hlc",
+        "ended_hlc",
+        "duration_ms",
+        "tokens_streamed",
+        "tool_calls",
+        "side_effects",
+        "findings",
+        "ordering",
+        "nodes",
+    ],
+    "timeline": [
+        "turn_id",
+        "seq",
+        "wall_seq",
+        "order_hlc",
+        "hlc_source",
+        "wall_ns",
+        "offset_ms",
+        "layer",
+        "node",
+        "source",
+        "name",
+        "tool_call_id",
+        "tool_name",
+        "cancel_origin",
+        "finish_reason",
+        "third_party_status",
+        "skew_ms",
+    ],
+    "ledger": [
+        "turn_id",
+        "tool_call_id",
+        "tool_name",
+        "tier",
+        "dispatch",
+        "idempotency_key",
+        "status",
+        "dispatched_hlc",
+        "prepared_hlc",
+        "committed_hlc",
+        "compensated_hlc",
+        "discarded_hlc",
+        "receipt_hlc",
+        "approval_granted_hlc",
+        "third_party_acks",
+        "third_party_status",
+        "charges",
+        "partial_stored",
+        "receipt_or_undo",
+    ],
+}
 
 
 def render_html(incident: Incident) -> str:
@@ -383,12 +456,16 @@ def _unavailable(section: Section) -> str:
 
 
 def _section_html(section: Section, *, css_id: str = "", json_columns: set[str] | None = None) -> str:
+    """The section as a table; the main sections show the columns a reviewer reads (JSON has them all)."""
     if section.unavailable:
         return _unavailable(section)
     if not section.rows:
         return '<p class="note">none</p>'
+    wanted = _HTML_COLUMNS.get(section.key)
+    columns = [c for c in wanted if c in section.columns] if wanted else section.columns
+    rows = [[display(c, row.get(c)) for c in columns] for row in section.rows]
     classes = {c: "json" for c in json_columns or ()}
-    return _table_html(section.columns, _section_rows(section), css_id=css_id, classes=classes)
+    return _table_html(columns, rows, css_id=css_id, classes=classes)
 
 
 def _alerts_html(alerts: list[dict[str, Any]]) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,13 @@ storebuilder: Any = importlib.util.module_from_spec(_spec)
 sys.modules["storebuilder"] = storebuilder
 _spec.loader.exec_module(storebuilder)
 
-T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-T0_MS = int(T0.timestamp() * 1000)
+_values = importlib.util.spec_from_file_location(
+    "conftest_values", Path(__file__).with_name("conftest_values.py")
+)
+conftest_values: Any = importlib.util.module_from_spec(_values)
+sys.modules["conftest_values"] = conftest_values
+_values.loader.exec_module(conftest_values)
+T0, T0_MS = conftest_values.T0, conftest_values.T0_MS
 
 
 @pytest.fixture(scope="session")
@@ -59,3 +63,16 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         key="key-search",
     )
     return b.write()
+
+
+@pytest.fixture
+def turnlens(capsys: pytest.CaptureFixture[str]) -> Any:
+    """Runs `turnlens ARGS…` in-process; returns (exit code, stdout, stderr)."""
+    from turnlens.cli import main
+
+    def run(*argv: object) -> tuple[int, str, str]:
+        code = main([str(a) for a in argv])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
