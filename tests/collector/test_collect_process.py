@@ -124,6 +124,7 @@ def test_retried_exports_are_counted_once(start_collector) -> None:  # noqa: ANN
     assert raw == [(90,)]  # three copies on disk, one in the view
 
 
+@pytest.mark.slow
 def test_a_reader_process_queries_while_spans_arrive(start_collector) -> None:  # noqa: ANN001
     collector = start_collector()
     with Sender(collector, seed=2) as sender:
