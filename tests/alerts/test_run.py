@@ -280,3 +280,49 @@ def test_two_runners_never_interleave(store: Path) -> None:
         alerting.locked_state(store),
     ):
         pass
+
+
+def test_every_keeps_evaluating_until_interrupted(store: Path, tmp_path: Path) -> None:
+    """A real `alerts run --every 1s` process evaluates repeatedly and stops cleanly on SIGINT."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rules = rules_dir(tmp_path)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "turnlens.cli",
+            "alerts",
+            "run",
+            "--store",
+            str(store),
+            "--rules",
+            str(rules),
+            "--every",
+            "1s",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while (
+            time.monotonic() < deadline
+            and alerting.AlertState.load(store / "alerts" / "state.json").evaluated_at is None
+        ):
+            time.sleep(0.2)
+        first = alerting.AlertState.load(store / "alerts" / "state.json").evaluated_at
+        while (
+            time.monotonic() < deadline
+            and alerting.AlertState.load(store / "alerts" / "state.json").evaluated_at == first
+        ):
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert err.count("turnlens alerts 20") >= 2  # one summary line per evaluation
