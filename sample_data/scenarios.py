@@ -519,8 +519,12 @@ class Scenario:
 
     @property
     def description(self) -> str:
-        doc = getattr(self.play, "__doc__", None) or getattr(getattr(self.play, "func", None), "__doc__", "")
-        return " ".join((doc or "").split())
+        """The playing function's docstring, with the parameters this name binds."""
+        play, bound = self.play, ""
+        if isinstance(play, partial):
+            bound = " (" + ", ".join(f"{k}={v!r}" for k, v in play.keywords.items()) + ")"
+            play = play.func
+        return " ".join((play.__doc__ or "").split()) + bound
 
 
 SCENARIOS: dict[str, Scenario] = {

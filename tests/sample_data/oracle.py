@@ -95,15 +95,23 @@ def findings(spans: list[ReadableSpan]) -> Counter[tuple[str, str, str, str | No
                 call.tier = e_attrs.get(c.TOOL_TIER) or registry.get(call.name, {}).get("tier")
                 call.key = e_attrs.get(c.IDEMPOTENCY_KEY)
                 call.billable = bool(e_attrs.get(c.TOOL_BILLABLE))
-                call.needs_approval = bool(e_attrs.get(c.TOOL_REQUIRES_APPROVAL)) or call.tier == "hard_irreversible"
+                call.needs_approval = (
+                    bool(e_attrs.get(c.TOOL_REQUIRES_APPROVAL)) or call.tier == "hard_irreversible"
+                )
             if ev.name == c.EV_THIRD_PARTY_ACK:
                 call.acks.append((event.hlc, bool(e_attrs.get(c.THIRD_PARTY_REPLAYED))))
             else:
                 call.phases[ev.name].append(event.hlc)
 
     found: Counter[tuple[str, str, str, str | None]] = Counter()
-    committed_refs = {ref for turn_calls in calls.values() for call in turn_calls.values()
-                      if call.first(c.EV_TOOL_COMMITTED) is not None for ref in (call.call_id, call.key) if ref}
+    committed_refs = {
+        ref
+        for turn_calls in calls.values()
+        for call in turn_calls.values()
+        if call.first(c.EV_TOOL_COMMITTED) is not None
+        for ref in (call.call_id, call.key)
+        if ref
+    }
     charged_refs = {ref for _, call_id, key in charges for ref in (call_id, key) if ref}
     for turn, evs in events.items():
         session, turn_id = turn
@@ -117,12 +125,21 @@ def findings(spans: list[ReadableSpan]) -> Counter[tuple[str, str, str, str | No
             committed = call.first(c.EV_TOOL_COMMITTED)
             dispatched = call.first(c.EV_TOOL_DISPATCHED)
             side_effecting = call.tier in SIDE_EFFECTING
-            if cancel and side_effecting and committed is not None and (
-                committed > cancel.hlc or (not call.phases[c.EV_TOOL_COMPENSATED]
-                                           and not call.phases[c.EV_TRANSCRIPT_RECEIPT])):
+            if (
+                cancel
+                and side_effecting
+                and committed is not None
+                and (
+                    committed > cancel.hlc
+                    or (not call.phases[c.EV_TOOL_COMPENSATED] and not call.phases[c.EV_TRANSCRIPT_RECEIPT])
+                )
+            ):
                 found[("cancelled_but_committed", session, turn_id, call.call_id)] += 1
-            if call.tier in ("soft_irreversible", "hard_irreversible") and dispatched is not None and (
-                    not completed or dispatched < min(completed)):
+            if (
+                call.tier in ("soft_irreversible", "hard_irreversible")
+                and dispatched is not None
+                and (not completed or dispatched < min(completed))
+            ):
                 found[("eager_side_effect", session, turn_id, call.call_id)] += 1
             if call.name is not None and call.tier is None:
                 found[("untiered_tool", session, turn_id, call.call_id)] += 1
@@ -131,11 +148,23 @@ def findings(spans: list[ReadableSpan]) -> Counter[tuple[str, str, str, str | No
             granted = call.first(c.EV_APPROVAL_GRANTED)
             if call.needs_approval and committed is not None and (granted is None or granted > committed):
                 found[("unapproved_side_effect", session, turn_id, call.call_id)] += 1
-            if (call.billable and committed is not None and not call.phases[c.EV_TOOL_COMPENSATED]
-                    and call.call_id not in charged_refs and call.key not in charged_refs):
+            if (
+                call.billable
+                and committed is not None
+                and not call.phases[c.EV_TOOL_COMPENSATED]
+                and call.call_id not in charged_refs
+                and call.key not in charged_refs
+            ):
                 found[("unbilled_side_effect", session, turn_id, call.call_id)] += 1
-            if call.acks and committed is None and (call.phases[c.EV_TOOL_FAILED] or call.phases[c.EV_TOOL_DISCARDED]
-                                                    or call.tool_layer_acked_cancel):
+            if (
+                call.acks
+                and committed is None
+                and (
+                    call.phases[c.EV_TOOL_FAILED]
+                    or call.phases[c.EV_TOOL_DISCARDED]
+                    or call.tool_layer_acked_cancel
+                )
+            ):
                 found[("ghost_commit", session, turn_id, call.call_id)] += 1
         for charge_turn, call_id, key in charges:
             if charge_turn == turn and call_id not in committed_refs and key not in committed_refs:
@@ -144,18 +173,28 @@ def findings(spans: list[ReadableSpan]) -> Counter[tuple[str, str, str, str | No
             reached = {e.layer for e in evs if e.name.startswith("cancel.")}
             acked = {e.layer for e in evs if e.name == c.EV_CANCEL_ACKNOWLEDGED}
             running = any(
-                call.first(c.EV_TOOL_DISPATCHED) is not None and call.first(c.EV_TOOL_DISPATCHED) < cancel.hlc
-                and not any(h < cancel.hlc for phase in (c.EV_TOOL_COMMITTED, c.EV_TOOL_FAILED, c.EV_TOOL_DISCARDED)
-                            for h in call.phases[phase])
+                call.first(c.EV_TOOL_DISPATCHED) is not None
+                and call.first(c.EV_TOOL_DISPATCHED) < cancel.hlc
+                and not any(
+                    h < cancel.hlc
+                    for phase in (c.EV_TOOL_COMMITTED, c.EV_TOOL_FAILED, c.EV_TOOL_DISCARDED)
+                    for h in call.phases[phase]
+                )
                 and (call.tool_span_end_wall is None or call.tool_span_end_wall > cancel.wall)
                 for call in calls[turn].values()
             )
             if "runtime" not in reached or (running and "tool" not in reached) or not acked:
                 found[("cancel_not_propagated", session, turn_id, None)] += 1
-            progress = [int(e.attrs[c.STREAM_TOKENS]) for e in evs
-                        if e.name == c.EV_STREAM_PROGRESS and e.hlc <= cancel.hlc]
-            billed = sum(int(e.attrs.get(c.BILLING_TOKENS, 0)) for e in evs
-                         if e.name == c.EV_BILLING_CHARGED and e.attrs.get(c.BILLING_KIND) == "tokens")
+            progress = [
+                int(e.attrs[c.STREAM_TOKENS])
+                for e in evs
+                if e.name == c.EV_STREAM_PROGRESS and e.hlc <= cancel.hlc
+            ]
+            billed = sum(
+                int(e.attrs.get(c.BILLING_TOKENS, 0))
+                for e in evs
+                if e.name == c.EV_BILLING_CHARGED and e.attrs.get(c.BILLING_KIND) == "tokens"
+            )
             if any(e.name == c.EV_STREAM_PROGRESS for e in evs) and billed > max(progress, default=0):
                 found[("tokens_billed_after_cancel", session, turn_id, None)] += 1
     by_key_acks: Counter[str] = Counter()

@@ -31,7 +31,9 @@ def test_same_seed_same_spans_and_labels_other_seed_other_spans() -> None:
 def test_labels_are_exactly_what_the_detector_table_finds_in_the_data(mixed) -> None:  # type: ignore[no-untyped-def]
     sim, spans = mixed
     labels = sim.labels()
-    labelled = Counter((f["kind"], f["session_id"], f["turn_id"], f["tool_call_id"]) for f in labels["findings"])
+    labelled = Counter(
+        (f["kind"], f["session_id"], f["turn_id"], f["tool_call_id"]) for f in labels["findings"]
+    )
     found = findings(spans)
     assert found == labelled
     assert {kind for kind, *_ in labelled} == set(FINDING_KINDS)  # the mix exercises every kind
@@ -96,7 +98,10 @@ def test_hlc_preserves_happened_before_across_services(mixed) -> None:  # type: 
         parent = by_id.get((span.context.trace_id, span.parent.span_id)) if span.parent else None
         if parent is None or c.HLC not in (span.attributes or {}):
             continue
-        if parent.resource.attributes[c.SERVICE_INSTANCE_ID] != span.resource.attributes[c.SERVICE_INSTANCE_ID]:
+        if (
+            parent.resource.attributes[c.SERVICE_INSTANCE_ID]
+            != span.resource.attributes[c.SERVICE_INSTANCE_ID]
+        ):
             remote_children += 1
             assert span.attributes[c.HLC] > parent.attributes[c.HLC]
     assert remote_children > 1000
@@ -109,13 +114,18 @@ def test_hlc_preserves_happened_before_across_services(mixed) -> None:  # type: 
     for events in per_turn.values():  # causal chains of the contract: cancel first, then its echoes
         requested = [h for name, _, h in events if name == c.EV_CANCEL_REQUESTED]
         if requested:
-            assert all(h > requested[0] for name, _, h in events
-                       if name in (c.EV_CANCEL_RECEIVED, c.EV_CANCEL_ACKNOWLEDGED))
+            assert all(
+                h > requested[0]
+                for name, _, h in events
+                if name in (c.EV_CANCEL_RECEIVED, c.EV_CANCEL_ACKNOWLEDGED)
+            )
         phases: dict[str | None, dict[str, int]] = defaultdict(dict)
         for name, call_id, h in events:
             phases[call_id].setdefault(name, h)
         for call_id, seen in phases.items():
-            chain = [seen[n] for n in (c.EV_TOOL_DISPATCHED, c.EV_TOOL_PREPARED, c.EV_TOOL_COMMITTED) if n in seen]
+            chain = [
+                seen[n] for n in (c.EV_TOOL_DISPATCHED, c.EV_TOOL_PREPARED, c.EV_TOOL_COMMITTED) if n in seen
+            ]
             assert chain == sorted(chain) and len(set(chain)) == len(chain), call_id
 
 
@@ -125,7 +135,9 @@ def test_sessions_interleave_and_have_several_turns(mixed) -> None:  # type: ign
     per_session = Counter(t["session_id"] for t in turns)
     assert max(per_session.values()) >= 4 and sum(per_session.values()) / len(per_session) > 1.8
     ordered = sorted(turns, key=lambda t: t["started_unix_nano"])
-    switches = sum(1 for a, b in zip(ordered, ordered[1:], strict=False) if a["session_id"] != b["session_id"])
+    switches = sum(
+        1 for a, b in zip(ordered, ordered[1:], strict=False) if a["session_id"] != b["session_id"]
+    )
     assert switches > len(ordered) * 0.6
     cancelled = sum(t["cancelled"] for t in turns) / len(turns)
     assert 0.15 < cancelled < 0.5
@@ -140,7 +152,9 @@ def test_the_chaos_window_slows_every_cancel_inside_it() -> None:
         names = {e.name: e for e in span.events}
         if span.name == "POST /v1/chat" and c.EV_CANCEL_ACKNOWLEDGED in names:
             requested = names[c.EV_CANCEL_REQUESTED]
-            ms = (names[c.EV_CANCEL_ACKNOWLEDGED].attributes[c.HLC] >> 16) - (requested.attributes[c.HLC] >> 16)
+            ms = (names[c.EV_CANCEL_ACKNOWLEDGED].attributes[c.HLC] >> 16) - (
+                requested.attributes[c.HLC] >> 16
+            )
             (inside if window.active(requested.timestamp) else outside).append(ms)
     assert inside and outside
     assert min(inside) > 400 and max(outside) < 100
