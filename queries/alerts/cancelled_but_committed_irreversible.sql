@@ -1,4 +1,4 @@
--- One row per cancelled_but_committed finding that became true in the hour before the evaluation (divergences).
+-- One row per cancelled_but_committed finding of a soft- or hard-irreversible tool in the hour before the evaluation (divergences).
 -- name: CancelledButCommittedIrreversible
 -- severity: critical
 -- labels: priority=P1
