@@ -59,12 +59,9 @@ class IngestReport:
 def _documents(path: Path, report: IngestReport, bar: tqdm) -> Iterator[object]:
     """The JSON documents of one file: one per line, or the whole file when it is one request."""
     with path.open("rb") as raw:
-        stream: IO[bytes] = raw
-        if raw.read(2) == b"\x1f\x8b":
-            raw.seek(0)
-            stream = gzip.GzipFile(fileobj=raw, mode="rb")
-        else:
-            raw.seek(0)
+        compressed = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        stream: IO[bytes] | gzip.GzipFile = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
         position = 0
 
         def advance() -> None:
