@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +47,10 @@ def _wait_for_http(url: str, timeout_s: float) -> bool:
 def run(args: argparse.Namespace) -> int:
     store: Path = args.store
     fresh = not (store / "segments").exists()
+    registry = SAMPLE.parent / "tool_registry.toml"  # the simulated fleet's tool tiers
+    if registry.exists() and not (store / "tool_registry.toml").exists():
+        store.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(registry, store / "tool_registry.toml")
     if fresh and SAMPLE.exists():
         print(f"turnlens demo: loading the recorded sample into {store}", flush=True)
         subprocess.run(_turnlens("ingest", "--store", str(store), str(SAMPLE)), check=True)
