@@ -5,12 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
+from PIL import Image, ImageDraw
 from turnlens.dashboard import data, filters
 
 PAGES_DIR = Path(__file__).resolve().parent / "pages"
 REFRESH_CHOICES = {"off": 0, "10 s": 10, "30 s": 30, "1 min": 60, "5 min": 300}
 
-st.set_page_config(page_title="turnlens", page_icon=":material/timeline:", layout="wide")
+
+
+def _icon() -> Image.Image:
+    """A drawn favicon: a `:material/...:` or emoji icon would be fetched from a CDN, and the app stays local."""
+    icon = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(icon)
+    draw.ellipse((6, 6, 46, 46), outline=(214, 39, 40, 255), width=7)
+    draw.line((40, 40, 60, 60), fill=(60, 60, 60, 255), width=9)
+    return icon
+
+
+st.set_page_config(page_title="turnlens", page_icon=_icon(), layout="wide")
 
 pages = {
     "Incident review": [

@@ -42,13 +42,16 @@ def _hlc_ms(hlc: pd.Series) -> pd.Series:
 def timeline_frame(events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc") -> pd.DataFrame:
     """The swimlane's rows: `turn_timeline` rows plus position, mark kind and the inversion flag.
 
-    Needs the columns `name`, `layer`, `hlc` and `wall_ns`; uses `node`, `tool_name`, `span_name`
-    when present. Events without an HLC are placed by wall clock in either order.
+    Needs the columns `name`, `layer`, `hlc` and `wall_ns`; uses `step`, `order_hlc`, `node`,
+    `tool_name`, `span_name` when present (the columns of `turn_events`). Events without an HLC are placed by wall clock in either order.
     """
     frame = events.copy().reset_index(drop=True)
-    for column in ("node", "tool_name", "span_name"):
+    for column in ("node", "tool_name", "span_name", "step"):
         if column not in frame:
             frame[column] = None
+    if "order_hlc" in frame:  # turn_events derives an HLC for rows that carry none; sort on it like the views
+        frame["hlc"] = frame["order_hlc"].where(frame["order_hlc"].notna(), frame["hlc"])
+    frame["event"] = frame["step"].where(frame["step"].notna(), frame["name"])
     frame["lane"] = frame["layer"].where(frame["layer"].isin(contract.LAYERS), "unknown")
     wall_ms = frame["wall_ns"].astype("Float64") / 1e6
     hlc_ms = _hlc_ms(frame["hlc"]).fillna(wall_ms)
@@ -66,10 +69,10 @@ def timeline_frame(events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] 
     frame["inverted"] = inverted.reindex(frame.index).fillna(False).astype(bool)
     frame["order_in_hlc"] = pd.Series(np.arange(1, len(by_hlc) + 1), index=by_hlc.index).reindex(frame.index)
 
-    cancels = frame.loc[frame["name"] == contract.EV_CANCEL_REQUESTED, "hlc_physical_ms"]
+    cancels = frame.loc[frame["event"] == contract.EV_CANCEL_REQUESTED, "hlc_physical_ms"]
     first_cancel = cancels.min() if len(cancels) else None
     kinds = []
-    for name, at in zip(frame["name"], frame["hlc_physical_ms"], strict=True):
+    for name, at in zip(frame["event"], frame["hlc_physical_ms"], strict=True):
         if name == contract.EV_CANCEL_REQUESTED:
             kinds.append(CANCEL)
         elif name in _COMMITS:
@@ -84,7 +87,15 @@ def timeline_frame(events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] 
         else:
             kinds.append(OTHER)
     frame["mark"] = kinds
+    source = frame["source"] if "source" in frame else pd.Series("event", index=frame.index)
+    frame["is_span_edge"] = source.isin(["span_start", "span_end"]).to_numpy()
     return frame
+
+
+def swimlane_height(events: pd.DataFrame) -> int:
+    """The swimlane's plot height in pixels: 46 a lane (callers that size the frame need it too)."""
+    lanes = {lane for lane in events["layer"]} if len(events) else set()
+    return max(140, 46 * len(lanes))
 
 
 def swimlane(
@@ -102,7 +113,7 @@ def swimlane(
     x = alt.X("t_ms:Q", title=axis_title)
     y = alt.Y("lane:N", sort=lanes, title=None, axis=alt.Axis(labelFontSize=13, labelFontWeight="bold"))
     tooltip = [
-        alt.Tooltip("name:N", title="event"),
+        alt.Tooltip("event:N", title="event"),
         alt.Tooltip("lane:N", title="layer"),
         alt.Tooltip("node:N"),
         alt.Tooltip("tool_name:N", title="tool"),
@@ -119,11 +130,13 @@ def swimlane(
         .mark_rule(color="#e6e6e6", strokeWidth=18, opacity=0.6)
         .encode(y=y)
     )
-    points = base.mark_point(filled=True, size=140, opacity=0.9).encode(
+    points = base.mark_point(filled=True).encode(
         x=x,
         y=y,
         color=alt.Color("mark:N", scale=alt.Scale(domain=MARK_KINDS, range=MARK_COLORS), title="event"),
         shape=alt.Shape("mark:N", scale=alt.Scale(domain=MARK_KINDS, range=MARK_SHAPES), title="event"),
+        size=alt.condition(alt.datum.is_span_edge, alt.value(45), alt.value(150)),
+        opacity=alt.condition(alt.datum.is_span_edge, alt.value(0.45), alt.value(0.95)),
         tooltip=tooltip,
     )
     rings = (
@@ -144,7 +157,7 @@ def swimlane(
         layers = [lanes_band, rule, label, points, rings]
     return (
         alt.layer(*layers)
-        .properties(width=width, height=max(140, 46 * len(lanes)))
+        .properties(width=width, height=swimlane_height(events))
         .configure_legend(orient="bottom", columns=4)
         .interactive(bind_y=False)
     )

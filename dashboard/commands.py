@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "streamlit",
+        "turnlens.dashboard.commands",  # `streamlit run` after one setting, see _serve
         "run",
         str(APP),
         "--server.headless=true",
@@ -43,12 +42,26 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    env = {**os.environ, data.STORE_ENV: str(store.resolve())}
+    os.environ[data.STORE_ENV] = str(store.resolve())
     print(f"turnlens dashboard on http://{args.host}:{args.port}/ (store {store.resolve()})", flush=True)
-    try:
-        return subprocess.call(streamlit_command(args), env=env)
-    except KeyboardInterrupt:
-        return 0
+    # The server replaces this process, so a signal to `turnlens dashboard` reaches Streamlit itself.
+    command = streamlit_command(args)
+    os.execv(command[0], command)
+    return 0  # not reached: execv does not return
+
+
+def _serve() -> None:
+    """`streamlit run`, told up front that app.py navigates with st.navigation.
+
+    Streamlit treats a `pages/` folder beside the entry script as a legacy multipage app until
+    st.navigation first runs; a deep link (`/turn?session=…`) opened as the server's very first
+    request would then run the page script alone, without app.py's navigation and settings.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.web import cli
+
+    PagesManager.uses_pages_directory = False
+    cli.main(prog_name="streamlit")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,3 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--refresh", type=int, default=0, help="seconds between automatic refreshes (0: only on demand)"
     )
     parser.set_defaults(func=run)
+
+
+if __name__ == "__main__":
+    _serve()

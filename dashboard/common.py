@@ -75,3 +75,16 @@ def hlc_columns(frame: pd.DataFrame) -> pd.DataFrame:
 
 def empty(message: str) -> None:
     st.info(message, icon=":material/inbox:")
+
+
+class section:  # noqa: N801 - used as `with common.section():`, like st.container
+    """Shows a missing view as a note in this part of the page instead of stopping the whole page."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if isinstance(exc, data.StoreNotReady):
+            st.info(str(exc), icon=":material/hourglass_empty:")
+            return True
+        return False

@@ -25,10 +25,13 @@ def render(*, session_id: str, turn_id: str) -> None:
     for column, (fmt, (label, mime)) in zip(columns, FORMATS.items(), strict=True):
 
         def build(fmt: str = fmt) -> bytes:
-            content = report.export_incident(
-                data.settings().store_dir, session=session_id, turn=turn_id, fmt=fmt
-            )
-            return content.encode() if isinstance(content, str) else content
+            cursor = data.cursor()  # the dashboard's hardened read-only connection, not a second one
+            try:
+                return report.export_incident(
+                    cursor, session_id=session_id, turn_id=turn_id, fmt=fmt
+                ).encode()
+            finally:
+                cursor.close()
 
         column.download_button(
             label,

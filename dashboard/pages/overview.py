@@ -37,7 +37,7 @@ def _vs(value: float | None, limit: float, unit: str = " ms") -> str | None:
 counts = data.query("overview_counts", from_ms=from_ms, to_ms=to_ms)
 slo = data.query("overview_cancel_slo", from_ms=from_ms, to_ms=to_ms)
 skew = data.query("overview_skew", from_ms=from_ms, to_ms=to_ms)
-partial = data.query("overview_partial_store")
+partial = data.query("overview_partial_store", from_ms=from_ms, to_ms=to_ms)
 
 p95, p99 = _value(slo, "p95_ms"), _value(slo, "p99_ms")
 max_skew = float(skew["max_skew_ms"].max()) if len(skew) else None

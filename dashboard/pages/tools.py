@@ -3,34 +3,42 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from turnlens.dashboard import common, data
+
+VERDICT_COLOURS = {
+    "ok": "",
+    "unused": "background-color: #f3f3f3",
+    "mismatch": "background-color: #fff4e5",
+    "unregistered": "background-color: #fff4e5",
+    "untiered": "background-color: #fdecea",
+}
 
 st.title("Tools")
 st.caption(
-    "The SRE team's registry (`DIR/tool_registry.toml`) joined with what the spans show. "
-    "A tool without a tier is treated as eager and irreversible."
+    "The SRE team's registry (`DIR/tool_registry.toml`) beside what the spans show. "
+    "A tool with no tier anywhere is treated as eager and irreversible."
 )
 audit = data.query("tools_audit")
 if not len(audit):
     common.empty("No tools seen and none registered.")
     st.stop()
 
-flags = [c for c in audit.columns if audit[c].dtype == bool]
-tiles = st.columns(1 + len(flags[:5]))
+verdicts = audit["verdict"].value_counts()
+tiles = st.columns(6)
 tiles[0].metric("Tools", len(audit), border=True)
-for tile, flag in zip(tiles[1:], flags[:5], strict=False):
-    tile.metric(flag.replace("_", " "), int(audit[flag].sum()), border=True)
+for tile, verdict in zip(tiles[1:5], ["untiered", "unregistered", "mismatch", "unused"], strict=True):
+    tile.metric(verdict, int(verdicts.get(verdict, 0)), border=True)
+tiles[5].metric(
+    "Eager side effects",
+    int(audit["eager_side_effects"].fillna(0).sum()),
+    border=True,
+    help="eager_side_effect findings: an irreversible call dispatched while its stream still ran",
+)
 
-
-def _highlight(row):  # noqa: ANN001, ANN202 - pandas Styler callback
-    bad = any(
-        bool(row[f])
-        for f in flags
-        if f.startswith(
-            ("seen_without", "seen_dispatched_eager", "unregistered", "tier_mismatch", "dispatch_mismatch")
-        )
-    )
-    return ["background-color: #fdecea" if bad else "" for _ in row]
-
-
-st.dataframe(audit.style.apply(_highlight, axis=1), hide_index=True, width="stretch")
+st.dataframe(
+    audit.style.apply(lambda row: [VERDICT_COLOURS.get(row["verdict"], "")] * len(row), axis=1),
+    hide_index=True,
+    width="stretch",
+    column_order=["verdict", *[c for c in audit.columns if c != "verdict"]],
+)

@@ -3,7 +3,7 @@ select
     session_id,
     turn_id,
     origin,
-    make_timestamp((requested_hlc >> 16) * 1000) as requested_at,
+    requested_at,
     cancel_to_ack_ms
 from cancel_acks
 where ($from_ms is null or requested_hlc >> 16 >= $from_ms)

@@ -9,9 +9,9 @@ with findings as (
 select e.*, coalesce(f.finding_kinds, []) as finding_kinds
 from side_effects as e
 left join findings as f using (session_id, turn_id, tool_call_id)
-where ($from_ms is null or coalesce(e.dispatched_hlc, e.buffered_hlc) >> 16 >= $from_ms)
-  and ($to_ms is null or coalesce(e.dispatched_hlc, e.buffered_hlc) >> 16 <= $to_ms)
+where ($from_ms is null or e.started_ns >= $from_ms * 1000000)
+  and ($to_ms is null or e.started_ns <= $to_ms * 1000000)
   and (len($kinds) = 0 or len(list_intersect(coalesce(f.finding_kinds, []), $kinds)) > 0)
   and (len($tiers) = 0 or list_contains($tiers, e.tier))
-order by coalesce(e.dispatched_hlc, e.buffered_hlc) desc
+order by e.started_ns desc
 limit $limit;

@@ -1,0 +1,10 @@
+-- turn_skew: per node of one turn ($session, $turn): the largest |HLC − wall clock| of the rows it stamped.
+select
+    node,
+    max(abs(skew_ms)) as max_skew_ms,
+    quantile_cont(abs(skew_ms), 0.95) as p95_skew_ms,
+    count(*) as events
+from turn_events
+where session_id = $session and turn_id = $turn and skew_ms is not null
+group by node
+order by max_skew_ms desc;
