@@ -13,7 +13,7 @@ import urllib.request
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Protocol
 
 import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -151,15 +151,8 @@ class _Sinks:
     def __init__(self, args: argparse.Namespace, stack: ExitStack) -> None:
         self.spans = 0
         self.failed = 0
-        self.file: IO[bytes] | None = None
+        self.file = open_output(args.out, stack) if args.out else None
         self.exporter: Any = None
-        if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            raw = stack.enter_context(open(args.out, "wb"))
-            if args.out.suffix == ".gz":  # mtime 0: the same seed gives the same bytes
-                self.file = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename=""))
-            else:
-                self.file = raw
         if args.endpoint:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -180,6 +173,19 @@ class _Sinks:
                     self.failed += len(chunk)
 
 
+class _Output(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+
+def open_output(path: Path, stack: ExitStack) -> _Output:
+    """A file for JSON Lines, gzip-compressed when it ends in .gz (mtime 0: same seed, same bytes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = stack.enter_context(open(path, "wb"))
+    if path.suffix == ".gz":
+        return stack.enter_context(gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename=""))
+    return raw
+
+
 def traces_url(endpoint: str) -> str:
     """An OTLP/HTTP base URL (http://host:4318) or the full traces URL, as the traces URL."""
     endpoint = endpoint.rstrip("/")
@@ -197,14 +203,7 @@ def _run_fast(args: argparse.Namespace) -> int:
     if args.token:
         headers["Authorization"] = f"Bearer {args.token}"
     with ExitStack() as stack:
-        out: IO[bytes] | None = None
-        if args.out:
-            raw = stack.enter_context(open(args.out, "wb"))
-            out = (
-                stack.enter_context(gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename=""))
-                if args.out.suffix == ".gz"
-                else raw
-            )
+        out = open_output(args.out, stack) if args.out else None
         bar = stack.enter_context(
             tqdm(total=args.fast_spans, unit="span", unit_scale=True, disable=args.quiet, file=sys.stderr)
         )

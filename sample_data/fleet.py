@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,10 +31,10 @@ class Scheduler:
 
     def __init__(self, start_ns: int) -> None:
         self.now_ns = start_ns
-        self._queue: list[tuple[int, int, Callable[[], None]]] = []
+        self._queue: list[tuple[int, int, Callable[[], object]]] = []
         self._seq = 0
 
-    def at(self, when_ns: int, action: Callable[[], None]) -> None:
+    def at(self, when_ns: int, action: Callable[[], object]) -> None:
         if when_ns < self.now_ns:
             raise ValueError(f"cannot schedule {self.now_ns - when_ns} ns in the past")
         heapq.heappush(self._queue, (when_ns, self._seq, action))
@@ -163,7 +163,7 @@ class Node:
         context: Context | None,
         kind: SpanKind = SpanKind.INTERNAL,
         attributes: Mapping[str, Any] | None = None,
-        links: Iterable[Link] | None = None,
+        links: Sequence[Link] | None = None,
     ) -> Span:
         return self.tracer.start_span(
             name,

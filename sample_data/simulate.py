@@ -161,7 +161,8 @@ class Simulation:
 
     def labels(self) -> dict[str, Any]:
         """The labels document (see sample_data/README.md for its shape)."""
-        findings, turns = [], []
+        findings: list[dict[str, Any]] = []
+        turns: list[dict[str, Any]] = []
         for record in self.records:
             turn = record.turn
             turn_id = turn.turn_id if turn.contract else (turn.trace_id_hex or "")

@@ -134,7 +134,7 @@ class Turn:
 
     # --- time -------------------------------------------------------------------------------------
 
-    def at(self, t: float, action: Callable[[], None]) -> None:
+    def at(self, t: float, action: Callable[[], object]) -> None:
         """Schedules `action` at t ms after the turn's start."""
         self.end_ms = max(self.end_ms, t)
         self.fleet.scheduler.at(self.t0 + int(t * MS), action)
