@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-
 from turnlens.collector.schema import SEGMENT_SCHEMA
 from turnlens.collector.store import Store, StoreOverloaded
 
@@ -44,7 +43,8 @@ def synthetic_spans(rows: int, seed: int) -> pa.Table:
             "attributes": json.dumps(attrs), "dropped_attributes_count": 0, "events": events,
             "dropped_events_count": 0, "links": [], "dropped_links_count": 0, "status_code": "ok",
             "resource_attributes": json.dumps({"service.name": "tools", "service.instance.id": "tools-1"}),
-            "resource_dropped_attributes_count": 0, "scope_name": "bench", "scope_dropped_attributes_count": 0,
+            "resource_dropped_attributes_count": 0, "scope_name": "bench",
+            "scope_dropped_attributes_count": 0,
             "service_name": "tools", "node": "tools-1", "span_session_id": attrs["session.id"],
             "span_turn_id": attrs["turnlens.turn.id"], "layer": "tool", "hlc": now // 1_000_000 << 16,
             "received_unix_nano": now,
@@ -114,11 +114,13 @@ def run(args: argparse.Namespace) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--appenders", type=int, default=8, help="concurrent closed-loop appenders")
     parser.add_argument("--batch", type=int, default=512, help="rows per append (spans per OTLP request)")
-    parser.add_argument("--decode-rate", type=float, default=0.0, help="spans/s of simulated decoding; 0: none")
+    parser.add_argument("--decode-rate", type=float, default=0.0, help="simulated decode spans/s; 0: none")
     parser.add_argument("--flush-interval", type=float, default=0.05)
     parser.add_argument("--flush-rows", type=int, default=16_384)
     parser.add_argument("--compression", default="lz4")

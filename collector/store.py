@@ -9,6 +9,7 @@ glob `segments_glob`. Compaction and retention live in compaction.py.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import re
 import secrets
@@ -22,6 +23,7 @@ from turnlens.collector import compaction, segments
 from turnlens.collector.compaction import CompactionResult
 from turnlens.collector.schema import SEGMENT_SCHEMA
 
+logger = logging.getLogger(__name__)
 _WRITER_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d|w)")
 ACTIVE_WINDOW_S = 1.0  # an appender counts as active this long after its latest append
@@ -273,8 +275,8 @@ class Store:
                 self.compact(lock_timeout_s=0.0)
             except compaction.CompactionBusy:
                 continue  # another process is compacting this store right now; try next interval
-            except Exception as exc:  # noqa: BLE001 - a failed pass must not stop ingestion; next pass retries
-                print(f"turnlens store: maintenance pass failed: {exc!r}", flush=True)
+            except Exception:  # a failed pass must not stop ingestion; the next pass retries
+                logger.exception("turnlens store: maintenance pass failed")
 
     # --- the writer thread --------------------------------------------------------------------
 

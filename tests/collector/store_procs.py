@@ -12,7 +12,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import duckdb
 import pyarrow as pa
 from turnlens.collector.schema import SEGMENT_SCHEMA
 from turnlens.collector.store import Store, StoreOverloaded
@@ -66,7 +68,7 @@ def parse_acks(stdout: str) -> set[str]:
 
 
 def run_writer(args: argparse.Namespace) -> int:
-    """Appends from several threads until --seconds pass (or kill -9); prints each acknowledged batch."""
+    """Appends from several threads until --batches or --seconds (or kill -9); prints each batch acked."""
     store = Store(Path(args.store), flush_interval_s=args.flush_interval)
     print("ready", flush=True)
     out = threading.Lock()
@@ -75,7 +77,7 @@ def run_writer(args: argparse.Namespace) -> int:
 
     def loop(thread: int) -> None:
         n = thread * 10**9
-        for batch in range(10**9):
+        for batch in range(args.batches):
             if time.monotonic() >= deadline:
                 break
             ids = [span_id(args.writer, n + k) for k in range(args.batch)]
@@ -101,20 +103,38 @@ def run_writer(args: argparse.Namespace) -> int:
     return 0
 
 
+def query(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[Any, ...]]:
+    """Runs `sql`, once more if a file it listed was deleted before it was read (see store.md).
+
+    A compaction sweep deletes replaced segments; a query that listed one just before can no longer
+    open it. A second failure would be a real loss and fails the reader.
+    """
+    try:
+        return con.sql(sql).fetchall()
+    except duckdb.IOException as exc:
+        if "No such file" not in str(exc):
+            raise
+        print("retried", flush=True)
+        return con.sql(sql).fetchall()
+
+
 def run_reader(args: argparse.Namespace) -> int:
-    """Queries the views through the catalog until --seconds pass; prints the counts; any error fails it."""
+    """Queries the views through the catalog until --stop-file exists; prints counts; an error fails it."""
     store_dir = Path(args.store)
     deadline = time.monotonic() + args.seconds
     kept = catalog.connect(store_dir)  # a long-lived connection, as the dashboard keeps one
+    print("ready", flush=True)
     queries = 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (args.stop_file and Path(args.stop_file).exists()):
         fresh = catalog.connect(store_dir)  # and a new one each time, as an analyst's shell would
         for con in (kept, fresh):
-            ((spans_count,),) = con.sql("select count(*) from spans").fetchall()
-            ((events_count,),) = con.sql("select count(*) from span_events").fetchall()
-            print(f"count {spans_count} {events_count}")
+            started = time.monotonic()
+            ((spans_count,),) = query(con, "select count(*) from spans")
+            ((events_count,),) = query(con, "select count(*) from span_events")
+            print(f"count {spans_count} {events_count} {time.monotonic() - started:.3f}", flush=True)
             queries += 2
         fresh.close()
+        time.sleep(0.02)  # busy like a dashboard with several users, not a tight loop hogging both cores
     print(f"queries {queries}", flush=True)
     return 0
 
@@ -138,8 +158,10 @@ def main() -> int:
     parser.add_argument("--writer", type=int, default=1, help="a number put in the span ids")
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--batches", type=int, default=10**9, help="batches each writer thread appends")
     parser.add_argument("--flush-interval", type=float, default=0.05)
     parser.add_argument("--grace", type=float, default=300.0)
+    parser.add_argument("--stop-file", default=None, help="readers stop once this file exists")
     args = parser.parse_args()
     return {"writer": run_writer, "reader": run_reader, "compactor": run_compactor}[args.role](args)
 

@@ -34,9 +34,23 @@ procs = _load("store_procs")
 
 
 def open_store(root: Path, **options: Any) -> Store:
+    return Store(root, **options)
+
+
+def with_catalog(root: Path, **options: Any) -> Store:
+    """A store and its real catalog file, as `turnlens collect` leaves them."""
     store = Store(root, **options)
     catalog.write_catalog(root, store.segments_glob)
     return store
+
+
+def base_views(root: Path) -> duckdb.DuckDBPyConnection:
+    """The catalog's base views over the store in an in-memory DuckDB: what a reader sees, built in
+    milliseconds (the full catalog takes seconds to write; the process tests use that one)."""
+    con = duckdb.connect()
+    glob = str(root.resolve() / "segments" / "*" / "*.parquet")
+    catalog.apply_views(con, glob, [view for view in catalog.load_views() if view.path.parent.name == "base"])
+    return con
 
 
 def one(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[Any, ...]:
@@ -58,7 +72,7 @@ def ids(writer: int, first: int, count: int) -> list[str]:
 
 
 def test_a_fresh_store_has_the_placeholder_and_views_that_bind(tmp_path: Path) -> None:
-    store = open_store(tmp_path)
+    store = with_catalog(tmp_path)
     store.close()
     placeholder = tmp_path / "segments" / "date=1970-01-01" / "empty.parquet"
     assert pq.read_table(placeholder).schema.names == procs.SEGMENT_SCHEMA.names
@@ -69,7 +83,7 @@ def test_a_fresh_store_has_the_placeholder_and_views_that_bind(tmp_path: Path) -
 
 
 def test_appended_rows_are_visible_to_a_new_reader_as_soon_as_append_returns(tmp_path: Path) -> None:
-    store = open_store(tmp_path, flush_interval_s=0.2)
+    store = with_catalog(tmp_path, flush_interval_s=0.2)
     try:
         for round_ in range(3):
             store.append(procs.spans(ids(1, round_ * 10, 10)))
@@ -105,7 +119,7 @@ def test_concurrent_appends_share_segments_and_each_returns_only_once_its_rows_a
     store.close()
 
     assert not_on_disk == []
-    with catalog.connect(tmp_path) as con:
+    with base_views(tmp_path) as con:
         assert one(con, "select count(*), count(distinct span_id) from spans") == (12_000, 12_000)
     assert store.stats.appends == 16 * 15
     assert store.stats.segments_written == len(segment_files(tmp_path))
@@ -138,13 +152,13 @@ def test_a_full_backlog_rejects_the_whole_append_at_once_and_stores_none_of_it(t
     assert 0 < overloaded.value.retry_after_s <= 30
 
     waiting.join()
-    with catalog.connect(tmp_path) as con:
+    with base_views(tmp_path) as con:
         stored = set(span_ids(con))
     assert stored == set(ids(1, 0, 10)) | set(ids(2, 0, 800))
 
     store.append(procs.spans(ids(3, 0, 500)))  # the backlog drained: the retry is accepted
     store.close()
-    with catalog.connect(tmp_path) as con:
+    with base_views(tmp_path) as con:
         assert one(con, "select count(*) from spans") == (1310,)
 
 
@@ -160,7 +174,7 @@ def test_close_writes_what_was_appended_and_then_refuses_appends(tmp_path: Path)
     assert time.monotonic() - started < 2.0, "close must not wait for the flush interval"
     with pytest.raises(StoreClosed):
         store.append(procs.spans(ids(1, 10, 5)))
-    with catalog.connect(tmp_path) as con:
+    with base_views(tmp_path) as con:
         assert sorted(span_ids(con)) == ids(1, 0, 10)
 
 
@@ -172,7 +186,7 @@ def test_a_retried_export_is_counted_once_and_its_newest_copy_wins(tmp_path: Pat
     store.append(procs.spans(batch[10:], received_ns=500, name="late duplicate"))
     store.close()
     assert len(segment_files(tmp_path)) == 3
-    with catalog.connect(tmp_path) as con:
+    with base_views(tmp_path) as con:
         names = dict(con.sql("select span_id, name from spans").fetchall())
     assert len(names) == 20
     assert {names[i] for i in batch[:10]} == {"retry"}
@@ -191,7 +205,7 @@ def test_compaction_merges_small_segments_and_keeps_every_span(tmp_path: Path) -
     assert (result.merged_segments, result.replaced_segments, result.rows) == (1, 13, 390)
     after = segment_files(tmp_path)
     assert set(before) <= set(after), "originals must stay for the grace period"
-    with catalog.connect(tmp_path) as con:
+    with base_views(tmp_path) as con:
         assert one(con, "select count(*) from spans") == (360,)
 
     assert store.compact(min_segments=2).merged_segments == 0, "scheduled files are not merged again"
@@ -204,7 +218,7 @@ def test_compaction_merges_small_segments_and_keeps_every_span(tmp_path: Path) -
     remaining = segment_files(tmp_path)
     assert len(remaining) == 1
     assert pq.ParquetFile(remaining[0]).metadata.row_group(0).column(0).compression == "ZSTD"
-    with catalog.connect(tmp_path) as con:
+    with base_views(tmp_path) as con:
         assert one(con, "select count(*), count(distinct span_id) from spans") == (360, 360)
 
 
@@ -236,7 +250,7 @@ def test_two_compactors_at_once_never_merge_the_same_segment(tmp_path: Path) -> 
     other.close()
     assert sum(r.replaced_segments for r in results) == 20
     assert sum(r.merged_segments for r in results) == 1
-    with catalog.connect(tmp_path) as con:
+    with base_views(tmp_path) as con:
         assert one(con, "select count(*) from spans") == (200,)
 
 
@@ -250,13 +264,13 @@ def test_retention_drops_old_partitions_after_the_grace_period(tmp_path: Path) -
     assert len(partitions) == 4  # three days and the placeholder's
 
     assert store.apply_retention(parse_duration("30d"), grace_s=0.5) == 1
-    with catalog.connect(tmp_path) as con:
+    with base_views(tmp_path) as con:
         assert one(con, "select count(*) from spans") == (18,), "kept during the grace period"
     time.sleep(0.6)
     assert store.apply_retention(parse_duration("30d"), grace_s=0.5) == 0
     store.close()
 
-    with catalog.connect(tmp_path) as con:
+    with base_views(tmp_path) as con:
         assert sorted(span_ids(con)) == ids(1, 5, 13)
     assert sorted(p.name for p in (tmp_path / "segments").iterdir() if p.is_dir()) == [
         name for name in partitions if name != partitions[1]
@@ -278,7 +292,7 @@ def test_the_background_thread_compacts_and_applies_retention(tmp_path: Path) ->
     store.close()
     assert not old.exists()
     assert len(segment_files(tmp_path)) < 10
-    with catalog.connect(tmp_path) as con:
+    with base_views(tmp_path) as con:
         assert sorted(span_ids(con)) == ids(2, 0, 100)
 
 
@@ -288,7 +302,8 @@ def test_stale_temporary_files_of_dead_writers_are_removed_at_start(tmp_path: Pa
     partition.mkdir()
     dead = partition / ".w-00000001.parquet.otherhost.999999.tmp"
     dead.write_bytes(b"half a segment")
-    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    code = "import os; print(os.getpid())"
+    exited = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     ours_dead = partition / f".w-00000002.parquet.{host_tag()}.{int(exited.stdout)}.tmp"
     ours_dead.write_bytes(b"half a segment")
     Store(tmp_path).close()
