@@ -42,7 +42,7 @@ _READ_KEYS: Final = frozenset(
         contract.PEER_SERVICE, contract.HTTP_REQUEST_METHOD, contract.HTTP_METHOD_OLD,
     }
 )
-_CACHE_LIMIT: Final = 200_000  # distinct serialized KeyValues remembered (~30 MB at worst)
+_CACHE_LIMIT: Final = 100_000  # distinct serialized KeyValues remembered (~30 MB at worst)
 
 
 class OtlpDecodeError(ValueError):
@@ -164,6 +164,35 @@ _key_cache: dict[bytes, tuple[bytes, str, bool]] = {}  # serialized key field â†
 _dumps = orjson.dumps
 
 
+class _Volatility:
+    """Which keys take a new value nearly every time (ids, clocks, counters): caching those only evicts.
+
+    Misses are counted per key over epochs of EPOCH misses; a key with more than a tenth of an
+    epoch's misses is not cached during the next epoch.
+    """
+
+    EPOCH = 50_000
+
+    def __init__(self) -> None:
+        self.misses: Counter[str] = Counter()
+        self.total = 0
+        self.volatile: frozenset[str] = frozenset()
+
+    def cacheable(self, key: str) -> bool:
+        if key in self.volatile:
+            return False
+        self.misses[key] += 1
+        self.total += 1
+        if self.total >= self.EPOCH:
+            self.volatile = frozenset(k for k, n in self.misses.items() if n * 10 > self.EPOCH)
+            self.misses.clear()
+            self.total = 0
+        return True
+
+
+_volatility = _Volatility()
+
+
 def _key_entry(prefix: bytes) -> tuple[bytes, str, bool]:
     key = prefix[2:].decode()
     entry = (_dumps(key) + b":", key, key in _READ_KEYS)
@@ -178,14 +207,15 @@ def _kv_entry(raw: bytes) -> _Entry:
     Short keys with string, int, bool or double values (nearly all of them) are read straight from
     the wire bytes, which is three times faster than building a KeyValue message.
     """
-    entry = _kv_entry_short(raw) or _kv_entry_parsed(raw)
-    if len(_kv_cache) >= _CACHE_LIMIT:
-        _kv_cache.clear()
-    _kv_cache[raw] = entry
+    entry, key = _kv_entry_short(raw) or _kv_entry_parsed(raw)
+    if _volatility.cacheable(key):
+        if len(_kv_cache) >= _CACHE_LIMIT:
+            _kv_cache.clear()
+        _kv_cache[raw] = entry
     return entry
 
 
-def _kv_entry_short(raw: bytes) -> _Entry | None:
+def _kv_entry_short(raw: bytes) -> tuple[_Entry, str] | None:
     # KeyValue wire form: 0x0a <key length> key 0x12 <value length> AnyValue, lengths < 128.
     size = len(raw)
     if size < 4 or raw[0] != 0x0A or raw[1] > 0x7F:
@@ -209,16 +239,16 @@ def _kv_entry_short(raw: bytes) -> _Entry | None:
         value = _DOUBLE.unpack_from(raw, p + 3)[0]
     else:
         return None
-    return key_fragment + _dumps(value), (key, value) if read else None
+    return (key_fragment + _dumps(value), (key, value) if read else None), key
 
 
-def _kv_entry_parsed(raw: bytes) -> _Entry:
+def _kv_entry_parsed(raw: bytes) -> tuple[_Entry, str]:
     try:
         kv = KeyValue.FromString(raw)
     except DecodeError as exc:
         raise OtlpDecodeError(f"undecodable attribute: {exc}") from None
     value = any_value_to_python(kv.value)
-    return _dumps({kv.key: value})[1:-1], (kv.key, value) if kv.key in _READ_KEYS else None
+    return (_dumps({kv.key: value})[1:-1], (kv.key, value) if kv.key in _READ_KEYS else None), kv.key
 
 
 def _raw_attributes(raws: Iterable[bytes]) -> tuple[bytes, dict[str, Any]]:
