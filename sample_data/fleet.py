@@ -16,7 +16,7 @@ from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, set_span_in_context
 from turnlens.collector import contract as c
@@ -24,6 +24,9 @@ from turnlens.collector import instrument
 from turnlens.collector.hlc import HybridLogicalClock
 
 MS = 1_000_000
+# A long stream flushes a `stream.progress` every 150 ms: more than the SDK's default 128 events a span
+# (OTEL_SPAN_EVENT_COUNT_LIMIT), which a real streamer would raise just the same.
+SPAN_LIMITS = SpanLimits(max_events=4096)
 
 
 class Scheduler:
@@ -142,7 +145,9 @@ class Node:
         self.offset_ns = int(spec.offset_ms * MS)
         self.clock = RecordingClock(spec.instance, self.wall_ns, fleet.causality_log)
         resource = Resource.create({c.SERVICE_NAME: spec.service, c.SERVICE_INSTANCE_ID: spec.instance})
-        self.provider = TracerProvider(resource=resource, id_generator=fleet.id_generator)
+        self.provider = TracerProvider(
+            resource=resource, id_generator=fleet.id_generator, span_limits=SPAN_LIMITS
+        )
         if spec.hlc:
             self.provider.add_span_processor(instrument.HLCSpanProcessor(self.clock))
         self.provider.add_span_processor(fleet.sink)
