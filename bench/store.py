@@ -96,8 +96,11 @@ def run(args: argparse.Namespace) -> dict[str, float]:
         for thread in threads:
             thread.join()
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-        store.close()
         stats = store.stats
+        compact_started = time.perf_counter()
+        compacted = store.compact(min_segments=2, grace_s=0)
+        compact_s = time.perf_counter() - compact_started
+        store.close()
     latencies.sort()
     burned = len(latencies) * decode_s
     return {
@@ -110,6 +113,8 @@ def run(args: argparse.Namespace) -> dict[str, float]:
         "ack_latency_p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 1) if latencies else 0.0,
         "bytes_per_row": round(stats.bytes_written / max(stats.rows_written, 1), 1),
         "overloaded": overloaded,
+        "compaction_rows_per_s": round(compacted.rows / max(compact_s, 1e-9)),
+        "compaction_segments_in_out": f"{compacted.replaced_segments} -> {compacted.merged_segments}",
     }
 
 

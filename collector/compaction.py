@@ -73,7 +73,7 @@ class _Manifest:
             self.entries = [_Entry(**entry) for entry in data.get("entries", [])]
 
     def save(self) -> None:
-        tmp = self.path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
+        tmp = segments.tmp_path(self.path)
         body = {"entries": [entry.__dict__ for entry in self.entries]}
         tmp.write_text(json.dumps(body, indent=1))
         segments.publish(tmp, self.path)

@@ -187,7 +187,8 @@ def remove_stale_tmp(segments_root: Path) -> int:
     removed = 0
     host = host_tag()
     now = time.time()
-    for path in segments_root.glob("*/.*.tmp") if segments_root.is_dir() else ():
+    found = [*segments_root.glob(".*.tmp"), *segments_root.glob("*/.*.tmp")] if segments_root.is_dir() else []
+    for path in found:
         match = _TMP.match(path.name)
         try:
             if match and match["host"] == host:

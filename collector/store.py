@@ -261,17 +261,25 @@ class Store:
             lock_timeout_s=lock_timeout_s,
         )
 
-    def apply_retention(self, max_age_s: float, *, grace_s: float | None = None) -> int:
-        """Drops the date partitions whose every span started more than `max_age_s` ago; returns how many."""
+    def apply_retention(
+        self, max_age_s: float, *, grace_s: float | None = None, lock_timeout_s: float = 30.0
+    ) -> int:
+        """Drops the date partitions whose every span started more than `max_age_s` ago; returns how many.
+
+        Their files leave the disk after the grace period, on a later compaction or retention pass.
+        """
         return compaction.apply_retention(
-            self.segments_root, max_age_s, grace_s=self.grace_s if grace_s is None else grace_s
+            self.segments_root,
+            max_age_s,
+            grace_s=self.grace_s if grace_s is None else grace_s,
+            lock_timeout_s=lock_timeout_s,
         )
 
     def _maintain_loop(self, interval_s: float) -> None:
         while not self._stop_maintenance.wait(interval_s):
             try:
                 if self.retention_s is not None:
-                    self.apply_retention(self.retention_s)
+                    self.apply_retention(self.retention_s, lock_timeout_s=0.0)
                 self.compact(lock_timeout_s=0.0)
             except compaction.CompactionBusy:
                 continue  # another process is compacting this store right now; try next interval
