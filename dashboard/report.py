@@ -35,6 +35,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "events": ("Appendix: raw events", "select_incident_events.sql"),
 }
 SCOPE_SQL = "select_incident_turns.sql"
+CATALOG_PATH_SQL = "select_catalog_path.sql"
 ALERT_LOOKAHEAD = timedelta(minutes=30)  # rules with `for` fire after the incident they are about
 MAX_CHARTS = 12  # a long session gets swimlanes for its first turns, tables for all
 Format = Literal["html", "md", "json"]
@@ -137,9 +138,7 @@ def _rows(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> 
 
 def _store_dir(con: duckdb.DuckDBPyConnection) -> Path | None:
     """The store a catalog connection belongs to (the catalog file sits at the store's top)."""
-    row = con.execute(
-        "select path from duckdb_databases() where database_name = current_database()"
-    ).fetchone()
+    row = con.execute(_sql(CATALOG_PATH_SQL)).fetchone()
     return Path(row[0]).parent if row and row[0] else None
 
 
@@ -275,6 +274,19 @@ def headline(incident: Incident) -> list[str]:
     if ledger.unavailable is None:
         committed = [r for r in ledger.rows if r.get("committed_hlc")]
         lines.append(f"Tool calls: {len(ledger.rows)}, of which {len(committed)} committed a change outside.")
+    skew = incident.sections["skew"]
+    if skew.unavailable is None:
+        skewed = [r for r in skew.rows if r.get("note") not in (None, "within tolerance")]
+        lines.append(
+            "Clock skew: "
+            + (
+                ", ".join(
+                    f"{r['node']} {display('ms', r['max_abs_skew_ms'])} ms ({r['note']})" for r in skewed
+                )
+                or "every node within tolerance"
+            )
+            + "."
+        )
     lines.append(f"Alerts that overlapped: {len(incident.alerts)}.")
     return lines
 
@@ -304,11 +316,15 @@ h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-to
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f4f4f4;position:sticky;top:0}tr:nth-child(even) td{background:#fafafa}
+td{white-space:nowrap}td.wrap{white-space:normal;min-width:20em}
 td.json{font-family:ui-monospace,monospace;white-space:pre-wrap;max-width:40em;word-break:break-all}
 .sev-critical{color:#b00020;font-weight:bold}.sev-warning{color:#a15c00;font-weight:bold}
 .note{color:#666;font-style:italic}.chart{overflow-x:auto;margin:.5em 0}
 .scroll{overflow-x:auto}footer{margin-top:3em;color:#888;font-size:12px}
 """
+
+
+_PROSE = {"evidence", "detail", "summary", "description", "layers", "nodes"}  # columns that wrap
 
 
 def _table_html(
@@ -319,7 +335,7 @@ def _table_html(
     for row in rows:
         cells = []
         for column, cell in zip(columns, row, strict=True):
-            css = (classes or {}).get(column, "")
+            css = (classes or {}).get(column, "wrap" if column in _PROSE else "")
             if column == "severity":
                 css = f"sev-{cell}"
             cells.append(

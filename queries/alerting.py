@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 import duckdb
 from turnlens.collector.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK
-from turnlens.queries.catalog import CatalogError, read_order
+from turnlens.queries.catalog import CatalogError, load_views, read_order
 
 ALERTS_DIR = Path(__file__).resolve().parent / "alerts"
 STATE_FOLDER = "alerts"  # DIR/alerts/ of the store, beside the segments, never inside the catalog
@@ -230,8 +230,9 @@ def evaluate(con: duckdb.DuckDBPyConnection, rule: Rule, at: datetime) -> list[I
         record = dict(zip(columns, row, strict=True))
         raw_value = record.pop("value", None)
         notes = {k: record.pop(k) for k in columns if k.startswith(ANNOTATION_PREFIX)}
-        extra = {k.removeprefix(ANNOTATION_PREFIX): _label_value(v) for k, v in notes.items()
-                 if v is not None}
+        extra = {
+            k.removeprefix(ANNOTATION_PREFIX): _label_value(v) for k, v in notes.items() if v is not None
+        }
         value = (
             None
             if raw_value is None
@@ -452,7 +453,6 @@ def alertmanager_alerts(state: AlertState, at: datetime, resend: timedelta) -> l
                 "annotations": dict(alert.annotations),
                 "startsAt": alert.fired_at or alert.active_at,
                 "endsAt": ends,
-                "generatorURL": "",
             }
         )
     return body
@@ -559,9 +559,7 @@ def snapshot_shared_views(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> 
     """Materialises, once per evaluation, each catalog view that two or more rules read, as a temporary
     table of the same name (temp objects shadow the catalog's): fourteen finding rules then share one
     computation of `divergences`, and every rule sees the same snapshot. Returns the names."""
-    views = {row[0] for row in con.execute(
-        "select view_name from duckdb_views() where schema_name = 'main' and not internal and not temporary"
-    ).fetchall()}
+    views = {view.name for view in load_views()}  # the catalog is built from these files
     readers: dict[str, int] = {}
     for rule in rules:
         for name in views & set(_IDENTIFIER.findall(rule.sql)):

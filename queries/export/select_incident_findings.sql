@@ -3,4 +3,4 @@ with incident as (select unnest($sessions::varchar[]) as session_id, unnest($tur
 select d.*
 from divergences as d
 join incident using (session_id, turn_id)
-order by d.detected_hlc, d.kind
+order by d.detected_hlc, d.kind, d.session_id, d.turn_id, d.tool_call_id

@@ -3,3 +3,4 @@ with incident as (select unnest($sessions::varchar[]) as session_id, unnest($tur
 select t.*
 from turns as t
 join incident using (session_id, turn_id)
+order by t.started_hlc, t.session_id, t.turn_id

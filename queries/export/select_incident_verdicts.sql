@@ -1,5 +1,6 @@
--- select_incident_verdicts: one row per turn and layer of the incident: what that layer believes happened.
+-- select_incident_verdicts: one row per turn and layer of the incident: what that layer believes happened, layers in call order.
 with incident as (select unnest($sessions::varchar[]) as session_id, unnest($turns::varchar[]) as turn_id)
 select v.*
 from layer_verdicts as v
 join incident using (session_id, turn_id)
+order by v.session_id, v.turn_id, list_position(['http', 'stream', 'runtime', 'tool', 'third_party', 'billing'], v.layer)

@@ -131,6 +131,26 @@ def test_export_command(turnlens, alerted: Path, tmp_path: Path) -> None:
 
 
 def test_every_export_query_file_is_used_and_every_section_has_one() -> None:
-    used = {file for _, file in report.SECTIONS.values()} | {report.SCOPE_SQL}
+    used = {file for _, file in report.SECTIONS.values()} | {report.SCOPE_SQL, report.CATALOG_PATH_SQL}
     present = {p.name for p in report.EXPORT_SQL.glob("*.sql")}
     assert used == present
+
+
+def test_the_dashboards_hardened_cursor_exports_the_same_incident(alerted: Path) -> None:
+    """The Turn page passes a cursor of its locked-down connection; the export must work through it."""
+    from turnlens.dashboard.data import harden
+
+    con = connect(alerted)
+    harden(con, alerted)
+    cursor = con.cursor()
+    try:
+        via_cursor = json.loads(report.export_incident(cursor, session_id="s1", turn_id="t1", fmt="json"))
+    finally:
+        cursor.close()
+        con.close()
+    via_dir = json.loads(report.export_incident(alerted, session_id="s1", turn_id="t1", fmt="json"))
+    for doc in (via_cursor, via_dir):
+        doc.pop("generated_at")
+    for key, section in via_dir["sections"].items():
+        assert via_cursor["sections"][key] == section, key
+    assert via_cursor["alerts"]  # the alert history was found beside the catalog
