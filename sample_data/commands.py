@@ -60,6 +60,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--sessions-per-minute", type=float, default=4.0, help="session arrival rate")
     parser.add_argument("--no-chaos", action="store_true", help="leave out the cancel-chain delay window")
     parser.add_argument(
+        "--chaos-delay-ms",
+        type=float,
+        default=100.0,
+        help="delay added to every cancel hop inside the chaos window",
+    )
+    parser.add_argument("--hop-ms", type=float, default=3.0, help="median network hop between services")
+    parser.add_argument(
         "--fast-spans",
         type=int,
         default=None,
@@ -93,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         start_ns=_start_ns(args, sessions_per_minute),
         sessions_per_minute=sessions_per_minute,
         chaos=not args.no_chaos,
+        chaos_delay_ms=args.chaos_delay_ms,
+        hop_ms=args.hop_ms,
     )
     with ExitStack() as stack:
         sink = _Sinks(args, stack)

@@ -148,6 +148,19 @@ def user_stops_stream(turn: Turn, *, origin: str | None = None) -> float:
     return schedule_cancel(turn, chain, stream)
 
 
+def stop_after_read_tool(turn: Turn) -> float:
+    """A read-only lookup finished, then the user stops the stream: nothing was running, nothing changed
+    outside, every layer the cancel reaches acknowledges it."""
+    stream = make_stream(turn, open_turn(turn), median_tokens=900)
+    plan = plan_tool(
+        turn, _at_fraction(turn, stream, 0.02, 0.2), make_call(turn, turn.rng.choice(READ_ONLY_TOOLS))
+    )
+    schedule_tool(turn, plan)
+    t_cancel = max(plan.returned + 50.0, _at_fraction(turn, stream, 0.4, 0.9))
+    stream = _stream_covering(stream, t_cancel)
+    return schedule_cancel(turn, plan_cancel(turn, t_cancel), stream)
+
+
 def compensated_on_cancel(turn: Turn, *, handler_fires: int = 1, tool: str | None = None) -> float:
     """A button-reversible call committed eagerly; on cancel the handler compensates it. With
     `handler_fires=2` the abort handler is wired to two signals and compensates twice (double refund)."""
@@ -537,6 +550,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("approval_denied", partial(approval_flow, granted=False), (), 2),
         Scenario("speculative_discarded_on_cancel", speculative_discarded_on_cancel, (), 3),
         Scenario("user_stops_stream", user_stops_stream, (), 5),
+        Scenario("stop_after_read_tool", stop_after_read_tool, (), 2),
         Scenario("compensated_on_cancel", compensated_on_cancel, (), 3),
         Scenario("typing_cancel_during_read_tool", partial(typing_cancel, commits=False), (), 3),
         Scenario("retry_key_honoured", partial(retry_with_key, honoured=True), (), 2),

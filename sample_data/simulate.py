@@ -72,8 +72,9 @@ class Simulation:
     start_ns: int = DEFAULT_START_NS
     sessions_per_minute: float = 4.0
     chaos: bool = True  # the cancel-chain delay window, a quarter of the way in, 8 minutes long
+    chaos_delay_ms: float = 100.0  # added to every cancel hop inside the window (up to 1.6 times this)
+    hop_ms: float = 3.0  # median network hop between services (each cancel hop too)
     record_causality: bool = False
-    live: bool = False  # arrivals continue at the same rate for --sessions 0 (endless)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(f"sim-{self.seed}")
@@ -84,7 +85,13 @@ class Simulation:
         self._open_sessions = 0
         expected_span_ns = int(max(self.sessions, 1) / self.sessions_per_minute * MINUTE_NS)
         chaos_start = self.start_ns + expected_span_ns // 4
-        self.chaos_window = ChaosWindow(chaos_start, chaos_start + 8 * MINUTE_NS) if self.chaos else None
+        self.chaos_window = (
+            ChaosWindow(
+                chaos_start, chaos_start + 8 * MINUTE_NS, (self.chaos_delay_ms, self.chaos_delay_ms * 1.6)
+            )
+            if self.chaos
+            else None
+        )
         names = list(self.mix)
         self._names, self._weights = names, [self.mix[n] for n in names]
         turn_names = [n for n in names if not SCENARIOS[n].framework]
@@ -108,7 +115,7 @@ class Simulation:
 
     def _play(self, session: Session, scenario: Scenario, remaining: int) -> None:
         now = self.fleet.scheduler.now_ns
-        turn = Turn(self.fleet, self.rng, session, scenario.name, now, self._cancel_delay)
+        turn = Turn(self.fleet, self.rng, session, scenario.name, now, self._cancel_delay, self.hop_ms)
         end_ms = turn.finish(scenario.play(turn))
         session.turns += 1
         record = TurnRecord(turn, session.session_id, scenario.name, now, now + int(end_ms * MS))
@@ -181,13 +188,14 @@ class Simulation:
             findings.extend(label.as_dict() for label in turn.labels)
         incidents: list[dict[str, Any]] = []
         if self.chaos_window is not None:
+            lo, hi = self.chaos_window.delay_ms
             incidents.append(
                 {
                     "name": "cancel_chain_delay",
                     "start_unix_nano": self.chaos_window.start_ns,
                     "end_unix_nano": self.chaos_window.end_ns,
-                    "description": "every hop of every cancel chain delayed by 100-160 ms (the seed's chaos "
-                    "experiment): cancel-to-ack P95 > 100 ms for 5 min (P2) and P99 > 500 ms (P1)",
+                    "description": f"every hop of every cancel chain delayed by {lo:.0f}-{hi:.0f} ms (the "
+                    "seed's chaos experiment): cancel-to-ack P95 > 100 ms over 5 min (P2), P99 > 500 ms (P1)",
                     "expect_alerts": ["cancel_to_ack_p95 (P2)", "cancel_to_ack_p99 (P1)"],
                 }
             )

@@ -113,6 +113,7 @@ class Turn:
         scenario: str,
         start_ns: int,
         hop_extra: Callable[[int], float],
+        hop_ms: float = 3.0,
     ) -> None:
         self.fleet = fleet
         self.rng = rng
@@ -126,6 +127,7 @@ class Turn:
         self.contract = True  # False for turns emitted the way frameworks do (no turnlens.*, no HLC)
         self.end_ms = 0.0
         self._hop_extra = hop_extra  # injected delay (ms) on cancel hops at a given time: the chaos window
+        self._hop_ms = hop_ms  # median of one network hop
         self._spans: dict[str, tuple[Node, Span]] = {}
         self._opened: list[str] = []
         self._planned: dict[str, str] = {}  # span key -> node, known when the timeline is built
@@ -139,9 +141,9 @@ class Turn:
         self.end_ms = max(self.end_ms, t)
         self.fleet.scheduler.at(self.t0 + int(t * MS), action)
 
-    def hop(self, median: float = 3.0) -> float:
-        """One network hop inside the data centre."""
-        return lognormal(self.rng, median, 0.5, 0.3, 80.0)
+    def hop(self) -> float:
+        """One network hop inside the data centre (log-normal around the configured median)."""
+        return lognormal(self.rng, self._hop_ms, 0.5, self._hop_ms / 10, self._hop_ms * 25)
 
     def cancel_hop(self, t: float) -> float:
         """One hop of the cancel signal; slowed inside the chaos window."""
