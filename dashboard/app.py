@@ -12,9 +12,8 @@ PAGES_DIR = Path(__file__).resolve().parent / "pages"
 REFRESH_CHOICES = {"off": 0, "10 s": 10, "30 s": 30, "1 min": 60, "5 min": 300}
 
 
-
 def _icon() -> Image.Image:
-    """A drawn favicon: a `:material/...:` or emoji icon would be fetched from a CDN, and the app stays local."""
+    """A drawn favicon: a `:material/...:` or emoji icon would be fetched from a CDN; this one is local."""
     icon = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
     draw = ImageDraw.Draw(icon)
     draw.ellipse((6, 6, 46, 46), outline=(214, 39, 40, 255), width=7)

@@ -43,7 +43,8 @@ def timeline_frame(events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] 
     """The swimlane's rows: `turn_timeline` rows plus position, mark kind and the inversion flag.
 
     Needs the columns `name`, `layer`, `hlc` and `wall_ns`; uses `step`, `order_hlc`, `node`,
-    `tool_name`, `span_name` when present (the columns of `turn_events`). Events without an HLC are placed by wall clock in either order.
+    `tool_name`, `span_name` when present (the columns of `turn_timeline`). Events without an HLC are
+    placed by wall clock in either order.
     """
     frame = events.copy().reset_index(drop=True)
     for column in ("node", "tool_name", "span_name", "step"):
@@ -197,26 +198,47 @@ def skew_by_node(skew: pd.DataFrame, *, tolerance_ms: float) -> alt.LayerChart:
         .mark_rule(color="#d62728", strokeDash=[4, 4])
         .encode(x="tolerance:Q")
     )
-    return alt.layer(bars, rule).properties(height=max(80, 26 * len(skew)), width="container")
+    return alt.LayerChart(layer=[bars, rule], height=max(80, 26 * len(skew)), width="container")
+
+
+# Verdicts grouped by what they say about the work, so layers that disagree differ in colour.
+_BELIEFS = {
+    **dict.fromkeys(["cancelled", "client_disconnect", "discarded", "compensated", "not_charged"], "stopped"),
+    **dict.fromkeys(["completed", "succeeded", "acknowledged", "charged"], "went ahead"),
+}
+BELIEF_COLORS = {"stopped": "#9ecae9", "went ahead": "#a1d99b", "unresolved": "#fdae6b"}
 
 
 def verdict_matrix(verdicts: pd.DataFrame) -> alt.LayerChart:
-    """What each layer believes happened, one cell per layer; needs `layer` and `verdict`."""
+    """What each layer believes happened, one cell per layer in lane order; needs `layer` and `verdict`."""
     frame = verdicts.copy()
     frame["lane"] = frame["layer"].where(frame["layer"].isin(contract.LAYERS), "unknown")
+    frame["row"] = "verdict"
+    frame["belief"] = frame["verdict"].map(_BELIEFS).fillna("unresolved")
     lanes = [lane for lane in LANES if lane in set(frame["lane"])]
     x = alt.X("lane:N", sort=lanes, title=None, axis=alt.Axis(orient="top", labelAngle=0, labelFontSize=13))
+    y = alt.Y("row:N", title=None, axis=None)
+    tooltip = [c for c in ("layer", "verdict", "detail") if c in frame]
     cells = (
         alt.Chart(frame)
-        .mark_rect(stroke="white", strokeWidth=3)
+        .mark_rect(stroke="white", strokeWidth=4, cornerRadius=4)
         .encode(
             x=x,
-            color=alt.Color("verdict:N", legend=None, scale=alt.Scale(scheme="set2")),
-            tooltip=list(frame.columns.drop("lane")),
+            y=y,
+            color=alt.Color(
+                "belief:N",
+                scale=alt.Scale(domain=list(BELIEF_COLORS), range=list(BELIEF_COLORS.values())),
+                legend=alt.Legend(orient="bottom", title=None),
+            ),
+            tooltip=tooltip,
         )
     )
-    text = alt.Chart(frame).mark_text(fontSize=14, fontWeight="bold").encode(x=x, text="verdict:N")
-    return alt.layer(cells, text).properties(height=60, width="container")
+    text = (
+        alt.Chart(frame)
+        .mark_text(fontSize=14, fontWeight="bold")
+        .encode(x=x, y=y, text="verdict:N", tooltip=tooltip)
+    )
+    return alt.LayerChart(layer=[cells, text], height=56, width="container")
 
 
 def cancel_latency(
@@ -241,4 +263,4 @@ def cancel_latency(
         .mark_rule(strokeDash=[4, 4], color="#999")
         .encode(y="ms:Q", tooltip=["line:N", "ms:Q"])
     )
-    return alt.layer(points, rules).properties(height=260, width="container")
+    return alt.LayerChart(layer=[points, rules], height=260, width="container")

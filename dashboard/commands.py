@@ -7,8 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-from turnlens.dashboard import data
-
 APP = Path(__file__).resolve().parent / "app.py"
 
 
@@ -42,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    from turnlens.dashboard import data  # imports Streamlit: only when the dashboard really starts
+
     os.environ[data.STORE_ENV] = str(store.resolve())
     print(f"turnlens dashboard on http://{args.host}:{args.port}/ (store {store.resolve()})", flush=True)
     # The server replaces this process, so a signal to `turnlens dashboard` reaches Streamlit itself.

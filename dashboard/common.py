@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
+from streamlit.elements.lib.column_types import ColumnConfig
 from turnlens.collector import contract
 from turnlens.dashboard import data, filters
 
@@ -60,7 +61,7 @@ def with_turn_links(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def turn_link_column() -> st.column_config.LinkColumn:
+def turn_link_column() -> ColumnConfig:
     return st.column_config.LinkColumn("open", display_text="open ↗", help="Open this turn", width="small")
 
 

@@ -56,6 +56,11 @@ def _flags(argv: Sequence[str]) -> argparse.Namespace:
 @functools.cache
 def settings() -> Settings:
     """The settings of this process (`streamlit run app.py -- --store DIR` or `TURNLENS_STORE=DIR`)."""
+    return read_settings()
+
+
+def read_settings() -> Settings:
+    """The settings as the flags and the environment give them now (settings() keeps the first answer)."""
     flags = _flags(sys.argv[1:])
     store = flags.store or os.environ.get(STORE_ENV) or "./turnlens-data"
     refresh = flags.refresh if flags.refresh is not None else int(os.environ.get(REFRESH_ENV, "0"))
@@ -173,7 +178,7 @@ TIMINGS: list[tuple[str, float]] = []
 
 
 def _ttl() -> int:
-    return settings().cache_ttl_seconds
+    return read_settings().cache_ttl_seconds  # read at import: settings() must wait for the store to be known
 
 
 @st.cache_data(ttl=_ttl(), show_spinner=False, max_entries=512)

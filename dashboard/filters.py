@@ -7,6 +7,7 @@ equal to its default is left out of the URL to keep links short.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import streamlit as st
 
@@ -29,37 +30,37 @@ def _write(param: str, value: str | list[str], default: str | list[str]) -> None
         st.query_params[param] = value
 
 
-def selectbox(label: str, options: Sequence[str], *, param: str, default: str, **kwargs: object) -> str:
+def selectbox(label: str, options: Sequence[str], *, param: str, default: str, **kwargs: Any) -> str:
     """A selectbox bound to `?param=value`."""
     options = list(options)
     wanted = st.query_params.get(param, default)
     index = options.index(wanted) if wanted in options else options.index(default)
-    value = st.selectbox(label, options, index=index, key=f"url_{param}", **kwargs)  # type: ignore[arg-type]
+    value = st.selectbox(label, options, index=index, key=f"url_{param}", **kwargs)
     _write(param, value, default)
     return str(value)
 
 
-def multiselect(label: str, options: Sequence[str], *, param: str, **kwargs: object) -> list[str]:
+def multiselect(label: str, options: Sequence[str], *, param: str, **kwargs: Any) -> list[str]:
     """A multiselect bound to `?param=a&param=b`; values the options lack are kept (a link may name them)."""
     wanted = st.query_params.get_all(param)
     options = list(dict.fromkeys([*options, *wanted]))
-    value = st.multiselect(label, options, default=wanted, key=f"url_{param}", **kwargs)  # type: ignore[arg-type]
+    value = st.multiselect(label, options, default=wanted, key=f"url_{param}", **kwargs)
     _write(param, list(value), [])
     return list(value)
 
 
-def text_input(label: str, *, param: str, **kwargs: object) -> str:
+def text_input(label: str, *, param: str, **kwargs: Any) -> str:
     """A text box bound to `?param=text`."""
-    value = st.text_input(label, value=st.query_params.get(param, ""), key=f"url_{param}", **kwargs)  # type: ignore[arg-type]
+    value = st.text_input(label, value=st.query_params.get(param, ""), key=f"url_{param}", **kwargs)
     _write(param, value.strip(), "")
     return value.strip()
 
 
-def toggle(label: str, *, param: str, default: bool = False, **kwargs: object) -> bool:
+def toggle(label: str, *, param: str, default: bool = False, **kwargs: Any) -> bool:
     """A toggle bound to `?param=1` / `?param=0`."""
     raw = st.query_params.get(param)
     initial = default if raw is None else raw in ("1", "true", "yes")
-    value = st.toggle(label, value=initial, key=f"url_{param}", **kwargs)  # type: ignore[arg-type]
+    value = st.toggle(label, value=initial, key=f"url_{param}", **kwargs)
     _write(param, "1" if value else "0", "1" if default else "0")
     return bool(value)
 

@@ -6,13 +6,10 @@ import pandas as pd
 import streamlit as st
 from turnlens.dashboard import charts, common, data, filters
 
-P95_OBJECTIVE_MS = 100.0  # DESIGN.md: cancel_to_ack_latency_ms P95 < 100 ms
-P99_PAGE_MS = 500.0  # P1 when P99 > 500 ms
-PARTIAL_STORE_OBJECTIVE = 0.05  # partial_store_hit_rate < 5 %
-DEFAULT_SKEW_TOLERANCE_MS = 100.0
+P99_PAGE_MS = 500.0  # DESIGN.md: P1 when cancel-to-ack P99 > 500 ms for 1 minute
 
 st.title("Overview")
-left, right = st.columns([1, 3])
+left, right = st.columns([1, 3], vertical_alignment="bottom")
 with left:
     range_key = filters.time_range()
 window = common.time_window(range_key)
@@ -34,30 +31,29 @@ def _vs(value: float | None, limit: float, unit: str = " ms") -> str | None:
     return f"{value - limit:+.0f}{unit} vs {limit:.0f}{unit}"
 
 
+thresholds = data.query("dashboard_settings")
+objective_ms = _value(thresholds, "slo_cancel_to_ack_ms") or 100.0
+partial_target = _value(thresholds, "partial_store_target") or 0.05
+tolerance = _value(thresholds, "skew_tolerance_ms") or 100.0
+
 counts = data.query("overview_counts", from_ms=from_ms, to_ms=to_ms)
 slo = data.query("overview_cancel_slo", from_ms=from_ms, to_ms=to_ms)
 skew = data.query("overview_skew", from_ms=from_ms, to_ms=to_ms)
 partial = data.query("overview_partial_store", from_ms=from_ms, to_ms=to_ms)
-
 p95, p99 = _value(slo, "p95_ms"), _value(slo, "p99_ms")
 max_skew = float(skew["max_skew_ms"].max()) if len(skew) else None
-tolerance = (
-    float(skew["tolerance_ms"].max())
-    if len(skew) and skew["tolerance_ms"].notna().any()
-    else (DEFAULT_SKEW_TOLERANCE_MS)
-)
 rate = _value(partial, "hit_rate")
 
-tiles = st.columns(6)
-tiles[0].metric(
+slo_tiles = st.columns(4)
+slo_tiles[0].metric(
     "Cancel → ack P95",
     "—" if p95 is None else f"{p95:.0f} ms",
-    _vs(p95, P95_OBJECTIVE_MS),
+    _vs(p95, objective_ms),
     delta_color="inverse",
     border=True,
-    help="Objective: P95 under 100 ms (P2 alert over 5 minutes).",
+    help=f"Objective: P95 under {objective_ms:g} ms (a P2 alert when over it for 5 minutes).",
 )
-tiles[1].metric(
+slo_tiles[1].metric(
     "Cancel → ack P99",
     "—" if p99 is None else f"{p99:.0f} ms",
     _vs(p99, P99_PAGE_MS),
@@ -65,30 +61,32 @@ tiles[1].metric(
     border=True,
     help="Pages (P1) when P99 is over 500 ms for 1 minute.",
 )
-tiles[2].metric(
+slo_tiles[2].metric(
     "Max HLC skew",
     "—" if max_skew is None else f"{max_skew:.0f} ms",
     _vs(max_skew, tolerance),
     delta_color="inverse",
     border=True,
-    help="Largest |HLC − wall clock| of any node, against the tolerance.",
+    help="Largest |HLC − wall clock| of any node, against the skew tolerance of the `settings` view.",
 )
-tiles[3].metric(
+slo_tiles[3].metric(
     "Partial-store hit rate",
     "—" if rate is None else f"{rate:.1%}",
-    None if rate is None else f"{(rate - PARTIAL_STORE_OBJECTIVE) * 100:+.1f} pp vs 5 %",
+    None if rate is None else f"{(rate - partial_target) * 100:+.1f} pp vs {partial_target:.0%}",
     delta_color="inverse",
     border=True,
-    help="partial.stored per tool call; the objective is under 5 %.",
+    help="Tool calls that had to store a partial result.",
 )
-tiles[4].metric("Turns", f"{int(_value(counts, 'turns') or 0):,}", border=True)
-tiles[5].metric(
-    "Cancels",
-    f"{int(_value(counts, 'cancels') or 0):,}",
-    f"{int(_value(slo, 'cancels_never_acked') or 0)} never acknowledged",
-    delta_color="off",
+count_tiles = st.columns(4)
+count_tiles[0].metric("Turns", f"{int(_value(counts, 'turns') or 0):,}", border=True)
+count_tiles[1].metric("Cancels", f"{int(_value(counts, 'cancels') or 0):,}", border=True)
+count_tiles[2].metric(
+    "Cancels never acknowledged",
+    f"{int(_value(slo, 'cancels_never_acked') or 0):,}",
     border=True,
+    help="A cancel no layer acknowledged: the stop may not have stopped anything.",
 )
+count_tiles[3].metric("Findings", f"{int(_value(counts, 'findings') or 0):,}", border=True)
 
 st.subheader("Alerts firing now")
 state = data.alert_state()
@@ -128,7 +126,7 @@ with latency_col:
     latencies = data.query("cancel_latencies", from_ms=from_ms, to_ms=to_ms)
     if len(latencies):
         st.altair_chart(
-            charts.cancel_latency(latencies, objective_ms=P95_OBJECTIVE_MS, page_ms=P99_PAGE_MS),
+            charts.cancel_latency(latencies, objective_ms=objective_ms, page_ms=P99_PAGE_MS),
             width="stretch",
         )
     else:

@@ -19,6 +19,17 @@ LEDGER_KINDS = [
     "eager_side_effect",
     "untiered_tool",
 ]
+# What an SRE reads first; every other column of `side_effects` follows.
+LEADING_COLUMNS = [
+    "open",
+    "tool_name",
+    "tier",
+    "status",
+    "finding_kinds",
+    "session_id",
+    "turn_id",
+    "tool_call_id",
+]
 TIERS = ["read_only", "button_reversible", "soft_irreversible", "hard_irreversible"]
 
 st.title("Side effects")
@@ -60,6 +71,7 @@ table = common.with_turn_links(common.hlc_columns(ledger))
 table["finding_kinds"] = table["finding_kinds"].map(lambda kinds: ", ".join(kinds))
 st.dataframe(
     table,
+    column_order=[c for c in LEADING_COLUMNS if c in table] + [c for c in table if c not in LEADING_COLUMNS],
     hide_index=True,
     width="stretch",
     height=min(38 + 35 * len(table), 700),

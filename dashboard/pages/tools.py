@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import streamlit as st
-
 from turnlens.dashboard import common, data
 
 VERDICT_COLOURS = {

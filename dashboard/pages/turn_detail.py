@@ -7,6 +7,7 @@ import streamlit as st
 from turnlens.dashboard import charts, common, data, export_buttons, filters
 
 SEVERE = ("critical", "high")
+CANCEL_LAYERS = ("http", "stream", "runtime", "tool")  # the per-layer columns of cancel_acks
 
 st.title("Turn detail")
 
@@ -38,31 +39,42 @@ cancel = data.query("turn_cancel", session=session_id, turn=turn_id)
 ledger = data.query("turn_ledger", session=session_id, turn=turn_id)
 wall_clock_only = bool(events["hlc"].isna().all())
 
-head, buttons = st.columns([4, 2], vertical_alignment="bottom")
+head, buttons = st.columns([3, 2], vertical_alignment="bottom")
 with head:
     st.subheader(f"`{turn_id}`")
-    st.caption(
-        f"session `{session_id}` · "
-        + ("**wall-clock order** (these spans carry no HLC)" if wall_clock_only else "ordered by **HLC**")
-    )
+    story = [f"session `{session_id}`"]
+    if len(cancel):
+        row = cancel.iloc[0]
+        story.append(
+            f"stopped (**{row['origin']}**) at {common.format_hlc(row['requested_hlc'])} UTC, "
+            f"entering at the {row['requested_layer']} layer"
+        )
+    else:
+        story.append("not stopped")
+    story.append("**wall-clock order** (no HLC on these spans)" if wall_clock_only else "ordered by **HLC**")
+    st.caption(" · ".join(story))
 with buttons:
+    st.caption("Export this turn as an incident file")
     export_buttons.render(session_id=session_id, turn_id=turn_id)
 
 severe = int(findings["severity"].isin(SEVERE).sum()) if len(findings) else 0
-metrics = st.columns(6)
-metrics[0].metric("Cancelled", "yes" if len(cancel) else "no", border=True)
-metrics[1].metric("Cancel origin", str(cancel["origin"].iloc[0]) if len(cancel) else "—", border=True)
 ack = cancel["cancel_to_ack_ms"].iloc[0] if len(cancel) else None
-metrics[2].metric(
+before = tokens["tokens_before_stop"]
+metrics = st.columns(5)
+metrics[0].metric(
     "Cancel → last ack",
     "—" if not len(cancel) else ("never" if pd.isna(ack) else f"{ack:.0f} ms"),
     border=True,
 )
-metrics[3].metric("Tool calls", len(ledger), border=True)
-metrics[4].metric(
-    "Committed after the stop", int(ledger["committed_after_stop"].fillna(False).sum()), border=True
+metrics[1].metric("Tokens before stop", "—" if pd.isna(before) else f"{int(before):,}", border=True)
+metrics[2].metric("Tool calls", len(ledger), border=True)
+metrics[3].metric(
+    "After the stop",
+    int(ledger["committed_after_stop"].fillna(False).sum()),
+    border=True,
+    help="Side effects committed after the user pressed stop.",
 )
-metrics[5].metric(
+metrics[4].metric(
     "Findings",
     len(findings),
     f"{severe} critical/high" if severe else None,
@@ -75,7 +87,8 @@ st.subheader("Timeline")
 wall_order = filters.toggle(
     "Wall-clock order",
     param="order_wall",
-    help="Place events by each node's own wall clock instead of the HLC; ringed events are where the two disagree.",
+    help="Place events by each node's own wall clock instead of the HLC; ringed events are where the two "
+    "disagree.",
 )
 order = "wall_clock" if wall_order else "hlc"
 st.altair_chart(
@@ -88,7 +101,9 @@ st.caption(
     "red dashed rule: the stop · diamonds: commits, purple when they landed after the stop."
 )
 with st.expander("Raw events", icon=":material/table_rows:"):
-    raw = events.assign(clock_inversion=timeline["inverted"].to_numpy()).drop(columns=["session_id", "turn_id"])
+    raw = events.assign(clock_inversion=timeline["inverted"].to_numpy()).drop(
+        columns=["session_id", "turn_id"]
+    )
     st.dataframe(raw.sort_values("seq" if order == "hlc" else "wall_seq"), hide_index=True, width="stretch")
 
 # --- the five layers ----------------------------------------------------------------------------------
@@ -112,12 +127,12 @@ with cancel_col:
         per_layer = pd.DataFrame(
             [
                 {
-                    "layer": column.removesuffix("_ack_ms"),
-                    "acknowledged after (ms)": row[column],
-                    "reached": column.removesuffix("_ack_ms") in list(row["layers_reached"]),
+                    "layer": layer,
+                    "reached": layer in list(row["layers_reached"]),
+                    "acknowledged": layer in list(row["layers_acked"]),
+                    "ack after (ms)": row[f"{layer}_ack_ms"],
                 }
-                for column in cancel.columns
-                if column.endswith("_ack_ms")
+                for layer in CANCEL_LAYERS
             ]
         )
         st.caption(f"Entered at **{row['requested_layer']}** at {common.format_hlc(row['requested_hlc'])}.")
@@ -174,7 +189,8 @@ with findings_col:
         box = st.error if finding.severity in SEVERE else st.warning
         call = f" · call `{finding.tool_call_id}`" if pd.notna(finding.tool_call_id) else ""
         box(
-            f"**{finding.kind}** ({finding.severity}){call} · at {common.format_hlc(finding.detected_hlc)}  \n"
+            f"**{finding.kind}** ({finding.severity}){call} · at "
+            f"{common.format_hlc(finding.detected_hlc)}  \n"
             f"{finding.evidence}",
             icon=":material/report:",
         )

@@ -42,7 +42,7 @@ class _Builder:
         attrs: dict[str, Any] | None = None,
         offset: int = 0,
     ) -> None:
-        """Times are ms after the turn's start (`offset` after T0); the node's wall clock reads `skew` ms behind."""
+        """Times are ms after the turn start (`offset` after T0); the node wall clock lags by `skew` ms."""
         base = T0_MS + offset
         attributes = {
             c.SESSION_ID: session,

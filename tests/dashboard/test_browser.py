@@ -18,8 +18,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 session_id, turn_id = CANCELLED
 # url path and query → text the page must show once its data is loaded.
@@ -48,7 +54,10 @@ def dashboard_url(store: Path) -> Iterator[str]:
     turnlens = Path(sys.executable).with_name("turnlens")
     process = subprocess.Popen(
         [str(turnlens), "dashboard", "--store", str(store), "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ}, start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ},
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -98,23 +107,39 @@ def _wait_until_idle(page: object) -> None:
     time.sleep(1.0)
 
 
+def _fit_viewport_to_content(page: object) -> None:
+    """Streamlit scrolls inside its main container, so a full-page screenshot needs a viewport that tall."""
+    height = page.evaluate(
+        """() => Math.max(...['[data-testid="stMain"]', '[data-testid="stMainBlockContainer"]', 'body']
+            .map(s => document.querySelector(s)).filter(Boolean).map(e => e.scrollHeight))"""
+    )
+    page.set_viewport_size({"width": 1440, "height": min(int(height) + 40, 6000)})
+    time.sleep(1.0)  # charts redraw at the new size
+
+
 @pytest.mark.parametrize("name", list(PAGES))
 def test_page_loads_in_chromium(dashboard_url: str, browser: object, output_dir: Path, name: str) -> None:
     path, query, expected = PAGES[name]
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
     outside: list[str] = []
-    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(("http://127.0.0.1", "data:", "blob:"))
-            else None)
+    page.on(
+        "request",
+        lambda r: (
+            outside.append(r.url) if not r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else None
+        ),
+    )
     try:
         page.goto(f"{dashboard_url}/{path}{query}", wait_until="domcontentloaded")
         page.get_by_text(expected).first.wait_for(timeout=30_000)
         _wait_until_idle(page)
+        _fit_viewport_to_content(page)
         shot = output_dir / "dashboard" / f"{name}.png"
         shot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(shot), full_page=True)
         assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
-            '[data-testid="stException"]').first.inner_text()
+            '[data-testid="stException"]'
+        ).first.inner_text()
         assert outside == [], f"the page reached outside localhost: {outside}"
         assert page.get_by_text("Page not found").count() == 0, "a deep link fell back to the main page"
     finally:

@@ -1,0 +1,112 @@
+"""Times each dashboard page's data on a large store: the target of issue 5 is under 1 s a page at 1M spans.
+
+Every page runs in Streamlit's AppTest with the result cache cleared first, so each run reads the
+store; the figure per page is the sum of its named queries (what the dashboard waits on), beside
+the whole script run (queries plus rendering in AppTest).
+
+    .venv/bin/python bench/dashboard.py                              # builds a 1M-span store first
+    .venv/bin/python bench/dashboard.py --store /tmp/bench-1m        # reuse a store (bench/queries.py --keep)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+REPO = Path(__file__).resolve().parent.parent
+APP = REPO / "dashboard" / "app.py"
+TARGET_S = 1.0
+PAGES = ("overview", "turns", "turn_detail", "side_effects", "tools", "alerts", "sql_console")
+
+
+def _build_store(store: Path, spans: int) -> None:
+    """The same store bench/queries.py builds: the simulator's fast mode through the collector's store."""
+    spec = importlib.util.spec_from_file_location("bench_queries", REPO / "bench" / "queries.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.build_store(store, spans)
+
+
+def _a_turn_with_findings(store: Path) -> tuple[str, str]:
+    from turnlens.dashboard import data
+
+    con = duckdb.connect(str(store / "turnlens.duckdb"), read_only=True)
+    try:
+        frame = data.run_named(con, "recent_turns", {"limit": 1})
+    finally:
+        con.close()
+    return str(frame["session_id"].iloc[0]), str(frame["turn_id"].iloc[0])
+
+
+def _run_page(page: str, params: dict[str, str]) -> tuple[float, float, list[tuple[str, float]]]:
+    from streamlit.testing.v1 import AppTest
+    from turnlens.dashboard import data
+
+    data.refresh()
+    data.TIMINGS.clear()
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params.update(params)
+    started = time.perf_counter()
+    at.run()
+    if page != "overview":
+        at.switch_page(f"pages/{page}.py").run()
+    total = time.perf_counter() - started
+    if at.exception:
+        raise RuntimeError(f"{page}: {at.exception[0].message}")
+    queries = list(data.TIMINGS)
+    return sum(t for _, t in queries), total, queries
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--store", type=Path, default=None, help="reuse (or build into) this store")
+    parser.add_argument("--spans", type=int, default=1_000_000, help="spans to generate when building")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per page (the median is reported)")
+    args = parser.parse_args()
+
+    store = args.store or Path(tempfile.mkdtemp(prefix="turnlens-dashboard-bench-"))
+    if not (store / "turnlens.duckdb").exists():
+        started = time.perf_counter()
+        _build_store(store, args.spans)
+        print(f"built {store} in {time.perf_counter() - started:.0f} s")
+    os.environ["TURNLENS_STORE"] = str(store)
+    session_id, turn_id = _a_turn_with_findings(store)
+    page_params = {
+        "turn_detail": {"session": session_id, "turn": turn_id},
+        "sql_console": {"sql": "select kind, count(*) from divergences group by all"},
+    }
+
+    results: dict[str, Any] = {"store": str(store)}
+    for page in PAGES:
+        runs = [_run_page(page, page_params.get(page, {})) for _ in range(args.repeat)]
+        data_s = statistics.median(r[0] for r in runs)
+        total_s = statistics.median(r[1] for r in runs)
+        slowest = max(runs[-1][2], key=lambda q: q[1], default=("-", 0.0))
+        verdict = "within target" if data_s < TARGET_S else f"OVER {TARGET_S:g} s"
+        print(
+            f"{page:13} data {data_s * 1000:7.0f} ms  page run {total_s * 1000:7.0f} ms  "
+            f"({len(runs[-1][2])} queries, slowest {slowest[0]} {slowest[1] * 1000:.0f} ms)  {verdict}"
+        )
+        results[page] = {
+            "data_median_s": round(data_s, 4),
+            "page_run_median_s": round(total_s, 4),
+            "queries": {name: round(t, 4) for name, t in runs[-1][2]},
+        }
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
