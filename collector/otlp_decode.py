@@ -412,11 +412,13 @@ def _contract_values(kind_name: str, read: Mapping[str, Any]) -> tuple[Any, Any,
     if session is None:
         session = read.get(contract.GEN_AI_CONVERSATION_ID)
     turn = read.get(contract.TURN_ID)
+    layer = read.get(contract.LAYER)
+    hlc = read.get(contract.HLC)
     return (
-        None if session is None else str(session),
-        None if turn is None else str(turn),
-        contract.infer_layer(kind_name, read),
-        _as_int(read.get(contract.HLC)),
+        session if session is None or type(session) is str else str(session),
+        turn if turn is None or type(turn) is str else str(turn),
+        layer if type(layer) is str and layer else contract.infer_layer(kind_name, read),
+        hlc if type(hlc) is int and -INT64_MAX - 1 <= hlc <= INT64_MAX else _as_int(hlc),
     )
 
 
@@ -492,28 +494,33 @@ def _add_protobuf_spans(rows: _Rows, spans: Iterable[Any], received: int) -> Non
         latest_event = 0
         for event in span.events:
             entries = [get(raw) or _kv_entry(raw) for raw in event.attributes]
-            event_read = [entry[1] for entry in entries if entry[1] is not None]
+            hlc = None
+            if entries:
+                fragments, reads = zip(*entries, strict=True)  # transposed in C, not in a Python loop
+                event_attributes = b"{" + b",".join(fragments) + b"}"
+                if any(reads):
+                    hlc = _as_int(dict(filter(None, reads)).get(hlc_key))
+            else:
+                event_attributes = b"{}"
             event_time = event.time_unix_nano
             latest_event = event_time if event_time > latest_event else latest_event
-            events.append(
-                (
-                    event_time, event.name, b"{" + b",".join([entry[0] for entry in entries]) + b"}",
-                    event.dropped_attributes_count,
-                    _as_int(dict(event_read).get(hlc_key)) if event_read else None,
-                )
-            )
+            events.append((event_time, event.name, event_attributes, event.dropped_attributes_count, hlc))
         if latest_event > INT64_MAX:
             rows.reject("event timestamp outside the int64 range")
             continue
         entries = [get(raw) or _kv_entry(raw) for raw in span.attributes]
-        read = dict([entry[1] for entry in entries if entry[1] is not None])
+        if entries:
+            fragments, reads = zip(*entries, strict=True)
+            attributes = b"{" + b",".join(fragments) + b"}"
+            read = dict(filter(None, reads))
+        else:
+            attributes, read = b"{}", {}
         kind_name = _kind_name(span.kind)
         status = span.status
         add_span(
             (
                 trace_id.hex(), span_id.hex(), parent.hex() or None, span.trace_state or None,
-                span.flags, span.name, kind_name, start, end or None,
-                b"{" + b",".join([entry[0] for entry in entries]) + b"}",
+                span.flags, span.name, kind_name, start, end or None, attributes,
                 span.dropped_attributes_count, span.dropped_events_count, span.dropped_links_count,
                 _status_name(status.code), status.message or None,
                 *_contract_values(kind_name, read),
