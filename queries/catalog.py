@@ -142,6 +142,14 @@ def run_named(
     return con.execute(query.sql, params)
 
 
+def read_view(con: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyRelation:
+    """Every row of one catalogue view, as a lazy relation (`.to_arrow_table()`, `.df()`, `.fetchall()`)."""
+    names = {view.name for view in load_views()}
+    if name not in names:
+        raise CatalogError(f"no view {name!r}; known: {', '.join(sorted(names))}")
+    return con.sql(f"select * from {name}")  # an identifier checked against the catalogue, not a value
+
+
 def describe_views(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str, str, str]]:
     """(view, grain, column, type, meaning) for every turnlens view, as the SQL console lists them."""
     names = [view.name for view in load_views()]
@@ -218,8 +226,10 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
     tmp.unlink(missing_ok=True)
     con = duckdb.connect(str(tmp))
     try:
+        con.execute("begin")  # one transaction: each COMMENT ON alone would be a commit of its own
         apply_tables(con, store_dir, queries_dir)
         apply_views(con, segments_glob, load_views(queries_dir))
+        con.execute("commit")
         con.execute("checkpoint")
     finally:
         con.close()

@@ -1,0 +1,153 @@
+"""Times the analytic views over a large store built from the simulator's fast mode, against the targets
+of issue 4: all of `divergences` over 10M spans < 5 s, one turn's `turn_timeline` < 100 ms,
+`slo_cancel_to_ack` over 24 h < 1 s.
+
+    .venv/bin/python bench/queries.py                         # 10M spans (minutes to build the store)
+    .venv/bin/python bench/queries.py --spans 1000000 --store /tmp/bench-1m --keep
+    .venv/bin/python bench/queries.py --store /tmp/bench-1m   # reuse a store built before
+
+The store is built the way the collector builds it: OTLP protobuf requests decoded by
+collector/otlp_decode.py and appended through collector/store.py. Figures go to stdout as JSON too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from tqdm import tqdm
+from turnlens.collector.otlp_decode import decode_protobuf
+from turnlens.collector.store import Store
+from turnlens.queries import catalog
+from turnlens.queries.commands import segments_glob
+from turnlens.sample_data.fast import counted_requests
+
+REPO = Path(__file__).resolve().parent.parent
+TARGETS_S = {"divergences": 5.0, "turn_timeline (one turn)": 0.1, "slo_cancel_to_ack (24 h)": 1.0}
+EVERY_VIEW = (
+    "turns",
+    "turn_timeline",
+    "layer_verdicts",
+    "side_effects",
+    "divergences",
+    "cancel_acks",
+    "slo_cancel_to_ack",
+    "node_skew",
+    "budget_breaches",
+    "partial_store_rate",
+    "turn_usage",
+    "tool_registry",
+    "tool_audit",
+)
+
+
+def build_store(store: Path, spans: int) -> None:
+    """Decodes the simulator's fast-mode requests and appends them through the collector's store."""
+    store.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "sample_data" / "tool_registry.toml", store / "tool_registry.toml")
+    with (
+        Store(
+            store,
+            writer_id="bench",
+            flush_rows=262_144,
+            flush_interval_s=1.0,
+            max_backlog_rows=2_000_000,
+            max_backlog_bytes=2 << 30,
+        ) as writer,
+        tqdm(total=spans, unit="span", desc="building store") as bar,
+    ):
+        for data, count in counted_requests(spans):
+            writer.append(decode_protobuf(data).table)
+            bar.update(count)
+    catalog.write_catalog(store, segments_glob(store))
+
+
+def timed(run: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = run()
+        times.append(time.perf_counter() - start)
+    return times, result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--spans", type=int, default=10_000_000, help="spans to generate when building")
+    parser.add_argument("--store", type=Path, default=None, help="reuse (or build into) this store")
+    parser.add_argument("--keep", action="store_true", help="keep a temporary store afterwards")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (the median is reported)")
+    parser.add_argument("--all-views", action="store_true", help="also time a full read of every view")
+    parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
+    args = parser.parse_args()
+
+    store = args.store or Path(tempfile.mkdtemp(prefix="turnlens-bench-"))
+    if not (store / catalog.CATALOG_FILE).exists():
+        start = time.perf_counter()
+        build_store(store, args.spans)
+        print(f"built {store} in {time.perf_counter() - start:.0f} s")
+    else:
+        catalog.write_catalog(store, segments_glob(store))  # the views of this checkout
+
+    results: dict[str, Any] = {}
+    con = catalog.connect(store)
+    if args.threads:
+        con.execute(f"set threads = {int(args.threads)}")  # SET takes no bound parameters
+    try:
+        [summary] = catalog.run_named(con, "store_summary", {}).fetchall()
+        results["spans"] = summary[0]
+        print(f"store: {summary[0]} spans, {summary[3]} turns, {summary[4]} .. {summary[5]}")
+        [(session, turn, *_)] = catalog.run_named(con, "turn_ids", {"limit": "1"}).fetchall()
+
+        def measure(label: str, run: Callable[[], Any]) -> None:
+            times, rows = timed(run, args.repeat)
+            median = statistics.median(times)
+            target = TARGETS_S.get(label)
+            verdict = (
+                "" if target is None else ("  within target" if median < target else f"  OVER {target} s")
+            )
+            print(
+                f"{label:32} {median * 1000:9.0f} ms  (runs: {', '.join(f'{t:.2f}' for t in times)} s;"
+                f" {rows} rows){verdict}"
+            )
+            results[label] = {
+                "median_s": round(median, 4),
+                "runs_s": [round(t, 4) for t in times],
+                "rows": rows,
+            }
+
+        measure("divergences", lambda: catalog.read_view(con, "divergences").to_arrow_table().num_rows)
+        measure(
+            "turn_timeline (one turn)",
+            lambda: len(
+                catalog.run_named(con, "turn_timeline_of", {"session": session, "turn": turn}).fetchall()
+            ),
+        )
+        slo = {"window_size": "1m", "hours": "24"}
+        measure("slo_cancel_to_ack (24 h)", lambda: len(catalog.run_named(con, "slo_recent", slo).fetchall()))
+        if args.all_views:
+            for view in EVERY_VIEW:
+                measure(view, lambda v=view: catalog.read_view(con, v).to_arrow_table().num_rows)
+    except duckdb.Error as exc:
+        print(f"query failed: {exc}")
+        return 1
+    finally:
+        con.close()
+        if args.store is None and not args.keep:
+            shutil.rmtree(store, ignore_errors=True)
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
