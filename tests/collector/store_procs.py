@@ -36,7 +36,7 @@ def spans(
     start = time.time_ns() if start_ns is None else start_ns
     received = time.time_ns() if received_ns is None else received_ns
     n = len(ids)
-    columns: dict[str, list[object]] = {name_: [None] * n for name_ in SEGMENT_SCHEMA.names}
+    columns: dict[str, list[Any]] = {name_: [None] * n for name_ in SEGMENT_SCHEMA.names}
     columns |= {
         "trace_id": [f"{int(i, 16) // 8:032x}" for i in ids],
         "span_id": ids,
@@ -103,19 +103,21 @@ def run_writer(args: argparse.Namespace) -> int:
     return 0
 
 
-def query(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[Any, ...]]:
-    """Runs `sql`, once more if a file it listed was deleted before it was read (see store.md).
+def query(con: duckdb.DuckDBPyConnection, sql: str, attempts: int = 3) -> list[tuple[Any, ...]]:
+    """Runs `sql`, again if a file it listed was deleted before it was read (see readme: store.md).
 
-    A compaction sweep deletes replaced segments; a query that listed one just before can no longer
-    open it. A second failure would be a real loss and fails the reader.
+    A sweep deletes the segments a compaction replaced; a query that listed one just before can no
+    longer open it, and a sweep of many files may catch a retry too. Past `attempts` it fails.
     """
-    try:
-        return con.sql(sql).fetchall()
-    except duckdb.IOException as exc:
-        if "No such file" not in str(exc):
-            raise
-        print("retried", flush=True)
-        return con.sql(sql).fetchall()
+    for attempt in range(1, attempts + 1):
+        try:
+            return con.sql(sql).fetchall()
+        except duckdb.IOException as exc:
+            if "No such file" not in str(exc) or attempt == attempts:
+                raise
+            print("retried", flush=True)
+            time.sleep(0.1)
+    raise AssertionError("unreachable")
 
 
 def run_reader(args: argparse.Namespace) -> int:
