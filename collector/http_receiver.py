@@ -8,8 +8,10 @@ exhaust memory.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+import traceback
 import zlib
 from collections.abc import Iterator
 from http import HTTPStatus
@@ -149,6 +151,12 @@ class OtlpHandler(BaseHTTPRequestHandler):
         except Overloaded as exc:
             receiver.stats.count("429")
             self._send_error(HttpError(429, rx.UNAVAILABLE, str(exc), exc.retry_after_s))
+            return
+        except Exception as exc:  # noqa: BLE001 - a bug must cost one request, not the connection thread
+            receiver.stats.count("500")
+            traceback.print_exc(file=sys.stderr)
+            self.close_connection = True
+            self._send_error(HttpError(500, rx.INTERNAL, f"internal error: {exc!r}"))
             return
         self._send(200, response, json=json)
 
