@@ -153,7 +153,7 @@ def complete_stream(turn: Turn, stream: Stream, *, bill_tokens: int | None = Non
     schedule_progress(turn, stream)
     t_gen = stream.end + 0.5
     turn.close(t_gen, "chat")
-    t_done = t_gen + turn.hop()
+    t_done = t_gen + 0.2 + turn.hop()
     turn.signal(t_gen + 0.1, "runtime", t_done, "stream")
     turn.event(t_done + 0.1, "stream", instrument.stream_completed, "stop")
     t_known = t_done + 0.3 + turn.hop()
@@ -182,7 +182,9 @@ class ToolPlan:
     third_party: str | None
     fail: str | None = None
     retry: str | None = None  # "honoured" / "ignored": the first attempt timed out and was retried
-    retry_start: float | None = None
+    retry_start: float | None = None  # the client gives up on the first attempt and resends
+    retry_tp_start: float | None = None  # the third party receives the retry
+    answered: float | None = None  # a refusal ("rejected") leaves the third party
     extra_acks: list[float] = field(default_factory=list)
 
     @property
@@ -212,81 +214,32 @@ def plan_tool(
     start = t + turn.hop()
     prepared = start + 0.5 + turn.rng.uniform(0.2, 2.0)
     work = work_ms if work_ms is not None else lognormal(turn.rng, spec.work_ms, 0.5, 20, 4000)
-    if third_party is None:
-        done = prepared + work
-        return ToolPlan(call, spec, t, start, prepared, None, None, None, done, done + turn.hop(), None)
-    tp_start = prepared + 0.3 + turn.hop()
-    retry_start = None
-    if fail == "timeout":
-        done = start + 5000.0  # the tool budget
-        ack = max(tp_start + work, done + lognormal(turn.rng, 250, 0.5, 20, 2000))
-        return ToolPlan(
-            call,
-            spec,
-            t,
-            start,
-            prepared,
-            tp_start,
-            ack,
-            None,
-            done,
-            done + turn.hop(),
-            third_party,
-            fail=fail,
-        )
-    if fail == "rejected":
-        done = tp_start + work + turn.hop()
-        return ToolPlan(
-            call,
-            spec,
-            t,
-            start,
-            prepared,
-            tp_start,
-            None,
-            None,
-            done,
-            done + turn.hop(),
-            third_party,
-            fail=fail,
-        )
-    ack = tp_start + work
-    if retry is not None:
-        retry_start = prepared + 1500.0  # the client timed out waiting for the first answer
-        ack = max(ack, tp_start + 1.0)
-        second_ack = retry_start + turn.hop() + lognormal(turn.rng, 60, 0.4, 5, 400)
-        commit = second_ack + turn.hop()
-        plan = ToolPlan(
-            call,
-            spec,
-            t,
-            start,
-            prepared,
-            tp_start,
-            min(ack, retry_start - 1.0),
-            commit,
-            commit + 0.6,
-            commit + 0.6 + turn.hop(),
-            third_party,
-            retry=retry,
-            retry_start=retry_start,
-        )
-        plan.extra_acks.append(second_ack)
-        return plan
-    commit = ack + turn.hop()
-    return ToolPlan(
-        call,
-        spec,
-        t,
-        start,
-        prepared,
-        tp_start,
-        ack,
-        commit,
-        commit + 0.6,
-        commit + 0.6 + turn.hop(),
-        third_party,
-    )
+    plan = ToolPlan(call, spec, t, start, prepared, None, None, None, 0.0, 0.0, third_party, fail, retry)
+    if third_party is None:  # read-only work in the tool executor itself
+        plan.done = prepared + work
+    else:
+        plan.tp_start = prepared + 0.3 + turn.hop()  # the request leaves at prepared + 0.1
+        answered = plan.tp_start + work
+        if fail == "timeout":  # the tool gives up at its budget; the third party acts anyway, later
+            plan.done = start + 5000.0
+            plan.ack = max(answered, plan.done + lognormal(turn.rng, 250, 0.5, 20, 2000))
+        elif fail == "rejected":
+            plan.answered = answered
+            plan.done = answered + 0.6 + turn.hop()
+        elif retry is not None:  # the first answer is lost; the client retries after 1.5 s
+            plan.retry_start = prepared + 1500.0
+            plan.ack = min(max(answered, plan.tp_start + 1.0), plan.retry_start - 1.0)
+            plan.retry_tp_start = plan.retry_start + turn.hop()
+            second_ack = plan.retry_tp_start + lognormal(turn.rng, 60, 0.4, 5, 400)
+            plan.extra_acks.append(second_ack)
+            plan.commit = second_ack + 0.4 + turn.hop()
+        else:
+            plan.ack = answered
+            plan.commit = answered + 0.4 + turn.hop()
+        if plan.commit is not None:
+            plan.done = plan.commit + 0.6
+    plan.returned = plan.done + turn.hop()
+    return plan
 
 
 @dataclass
@@ -328,7 +281,7 @@ def schedule_tool(
     if cancel is not None and plan.fail is None and plan.commit is None and cancel.arrives < plan.done:
         _tool_stops_on_cancel(turn, plan, cancel)  # read-only work, stopped midway
         return
-    if cancel is not None and plan.commit is not None and cancel.arrives < plan.tp_start - 0.3:  # type: ignore[operator]
+    if cancel is not None and plan.commit is not None and cancel.arrives < plan.prepared + 0.1:
         _tool_stops_on_cancel(turn, plan, cancel)  # stopped before the request left: nothing happened outside
         return
     if plan.third_party is not None and plan.tp_start is not None:
@@ -409,15 +362,16 @@ def _third_party(turn: Turn, plan: ToolPlan, *, charge_at_prepare: bool) -> None
         plan.third_party,
         f"POST /{call.name}",
         parent=key,
-        sent_at=plan.tp_start - 1.0,
+        sent_at=plan.prepared + 0.1,
         kind=SpanKind.SERVER,
         attributes=client_attrs,
     )
     if charge_at_prepare:  # the bug: billing at prepare time, before anything committed
         _charge_side_effect(turn, plan, plan.prepared + 0.1)
     if plan.fail == "rejected":
-        turn.close(plan.done - turn.hop() + 0.01, tp_key, error="550 mailbox unavailable")
-        turn.signal(plan.done - turn.hop(), tp_key, plan.done - 0.5, key)
+        assert plan.answered is not None
+        turn.signal(plan.answered, tp_key, plan.done - 0.5, key)
+        turn.close(plan.answered + 0.01, tp_key, error="550 mailbox unavailable")
         return
     assert plan.ack is not None
     turn.event(plan.ack, tp_key, instrument.third_party_ack, call, status=plan.spec.status)
@@ -429,8 +383,9 @@ def _third_party(turn: Turn, plan: ToolPlan, *, charge_at_prepare: bool) -> None
         return
     assert plan.retry_start is not None and plan.commit is not None
     retry_key = f"tp-retry:{call.call_id}"
+    assert plan.retry_tp_start is not None
     turn.open(
-        plan.retry_start + turn.hop(),
+        plan.retry_tp_start,
         retry_key,
         plan.third_party,
         f"POST /{call.name}",

@@ -143,7 +143,9 @@ class Turn:
 
     def hop(self) -> float:
         """One network hop inside the data centre (log-normal around the configured median)."""
-        return lognormal(self.rng, self._hop_ms, 0.5, self._hop_ms / 10, self._hop_ms * 25)
+        return lognormal(
+            self.rng, self._hop_ms, 0.5, max(0.1, self._hop_ms / 10), max(5.0, self._hop_ms * 25)
+        )
 
     def cancel_hop(self, t: float) -> float:
         """One hop of the cancel signal; slowed inside the chaos window."""
