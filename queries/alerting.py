@@ -252,6 +252,11 @@ def evaluate(con: duckdb.DuckDBPyConnection, rule: Rule, at: datetime) -> list[I
         if value is not None:
             annotations["value"] = value
         instances.append(Instance(labels=labels, annotations=annotations, value=value))
+    fingerprints = [i.fingerprint for i in instances]
+    if len(set(fingerprints)) != len(fingerprints):  # as Prometheus: one alert per label set
+        raise RuleError(
+            f"{rule.path.name} returned several rows with the same labels; add a distinguishing column"
+        )
     return instances
 
 
@@ -582,7 +587,7 @@ def run_once(
     for rule in rules:
         try:
             instances = evaluate(con, rule, at)
-        except duckdb.Error as exc:
+        except (duckdb.Error, RuleError) as exc:
             errors.append(f"{rule.name} ({rule.path.name}): {exc}")
             continue
         transitions.extend(state.step(rule, instances, at))

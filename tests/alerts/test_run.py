@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import payload_schemas  # loaded by conftest.py (importlib mode puts no test folder on sys.path)
 import pytest
+import storebuilder
 from turnlens.queries import alerting
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)  # the cancel of the incident
@@ -326,3 +327,29 @@ def test_every_keeps_evaluating_until_interrupted(store: Path, tmp_path: Path) -
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert err.count("turnlens alerts 20") >= 2  # one summary line per evaluation
+
+
+def test_a_rule_returning_one_label_set_twice_is_an_error(turnlens, store: Path, tmp_path: Path) -> None:
+    rules = rules_dir(tmp_path)
+    sql = (rules / "recent_cancel.sql").read_text()
+    (rules / "recent_cancel.sql").write_text(
+        sql.replace("select session_id, turn_id,", "select session_id,")
+        .replace("group by session_id, turn_id", "group by session_id, turn_id")
+        .replace("count(*) as value", "turn_id as annotation_turn, 1 as value")
+    )
+    builder = storebuilder.StoreBuilder(tmp_path / "twice")
+    for turn in ("t1", "t2"):
+        builder.span(
+            session="s1",
+            turn=turn,
+            layer="stream",
+            name="stream",
+            start_ms=T0_MS - 1000,
+            end_ms=T0_MS,
+            events=[("cancel.requested", T0_MS, {})],
+        )
+    twice = builder.write()
+    code, _, err = turnlens(
+        "alerts", "run", "--store", twice, "--rules", rules, "--at", at(timedelta(seconds=5))
+    )
+    assert code == 3 and "same labels" in err
