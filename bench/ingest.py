@@ -241,16 +241,19 @@ def main(argv: list[str] | None = None) -> int:
 
         distinct_spans = args.requests * args.spans  # requests repeat: the view counts each span once
         expected_visible = min(acknowledged_total, distinct_spans)
-        visible, visible_after = 0, float("nan")
+        queries, visible_after, query_s = 0, float("nan"), float("nan")
         while time.perf_counter() - last_ack < 60:
+            queries += 1
+            query_started = time.perf_counter()
             con = connect(store)
             raw = con.execute(
                 "select count(*) from read_parquet($1)", [str(store / "segments" / "*" / "*.parquet")]
             ).fetchone()[0]
             visible = con.execute("select count(*) from spans").fetchone()[0]
             con.close()
+            query_s = time.perf_counter() - query_started
             if raw >= acknowledged_total and visible >= expected_visible:
-                visible_after = time.perf_counter() - last_ack
+                visible_after = query_started - last_ack
                 break
             time.sleep(0.1)
     finally:
@@ -280,8 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  request latency p50 / p99          {latencies[len(latencies) // 2] * 1000:8.0f} / "
           f"{latencies[int(len(latencies) * 0.99)] * 1000:.0f} ms")
     print(f"  refused (429/503) / errors          {stats.refused:>8} / {stats.errors}")
-    print(f"  all {acknowledged_total:,} acknowledged spans visible to a reader: "
-          f"{'yes' if visible_after == visible_after else 'NO'} ({visible_after:.2f} s after the last ack)")
+    found = "yes" if visible_after == visible_after else "NO"
+    print(f"  a reader counts all {acknowledged_total:,} acknowledged spans: {found}, "
+          f"on query {queries} started {visible_after:.2f} s after the last ack (query took {query_s:.2f} s)")
     print(f"  collector exit code after SIGTERM   {exit_code:>8}")
     return 0 if visible_after == visible_after and exit_code == 0 else 1
 
