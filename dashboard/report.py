@@ -651,18 +651,14 @@ def export_incident(
     start: datetime | None = None,
     end: datetime | None = None,
     fmt: Format = "html",
-    session: str | None = None,
-    turn: str | None = None,
 ) -> str:
     """The incident file's text. `store` is a store directory (opened read-only) or a catalog connection.
 
     Scope: `session_id` (with `turn_id` for one turn), or `start` and `end` for every turn with a span
-    between them. `session` / `turn` are accepted as the same as `session_id` / `turn_id`.
+    between them.
     """
     if fmt not in RENDERERS:
         raise ExportError(f"format {fmt!r} is not one of {', '.join(RENDERERS)}")
-    session_id = session_id or session
-    turn_id = turn_id or turn
     if isinstance(store, duckdb.DuckDBPyConnection):
         incident = gather(store, session_id=session_id, turn_id=turn_id, start=start, end=end)
     else:
