@@ -95,9 +95,11 @@ class Store:
     Options:
       flush_interval_s: segment writes start at most this often, so under load many appends share
         one segment, while an append to an idle store is written at once. It is also the longest an
-        append waits before its write starts (unless the previous write takes longer). A write starts
-        sooner when every thread that appended in the last second is waiting for one: no one else
-        is coming (a single importer, or exporters that each wait for their answer).
+        append waits before its write starts (unless the previous write takes longer).
+      early_rows: a write of at least this many rows starts before the interval is over when every
+        thread that appended in the last second is waiting for one: no one else is coming (a lone
+        importer, or exporters that each wait for their answer). Below it, the interval applies, so
+        a few senders of tiny requests cannot make a segment per request.
       flush_rows: write at once, whatever the interval, when this many rows are waiting.
       compression: of fresh segments (compaction rewrites them with zstd).
       max_backlog_rows / max_backlog_bytes: rows (Arrow bytes) appended but not yet durable; past
@@ -116,6 +118,7 @@ class Store:
         writer_id: str | None = None,
         flush_interval_s: float = 0.05,
         flush_rows: int = 16_384,
+        early_rows: int = 512,
         compression: str = segments.HOT_COMPRESSION,
         max_backlog_rows: int = 200_000,
         max_backlog_bytes: int = 256 * 1024 * 1024,
@@ -129,6 +132,7 @@ class Store:
             raise ValueError(f"writer_id may hold only letters, digits, '_', '.', '-': {self.writer_id!r}")
         self.flush_interval_s = flush_interval_s
         self.flush_rows = flush_rows
+        self.early_rows = early_rows
         self.compression = compression
         self.max_backlog_rows = max_backlog_rows
         self.max_backlog_bytes = max_backlog_bytes
@@ -203,7 +207,7 @@ class Store:
             self._backlog_bytes += nbytes
             self.stats.appends += 1
             self._appenders[threading.get_ident()] = time.monotonic()
-            if group.rows >= self.flush_rows or self._everyone_waits(time.monotonic()):
+            if group.rows >= self.flush_rows or self._early(group, time.monotonic()):
                 self._cond.notify_all()
         group.done.wait()
         if group.error is not None:
@@ -294,6 +298,10 @@ class Store:
     def _retry_hint(self) -> float:
         return min(30.0, max(0.1, self._backlog_rows / max(self._rows_per_s, 1.0)))
 
+    def _early(self, group: _Group, now: float) -> bool:
+        """True when `group` is worth writing now: enough rows, and every recent appender waits."""
+        return group.rows >= self.early_rows and self._everyone_waits(now)
+
     def _everyone_waits(self, now: float) -> bool:
         """True when every thread that appended within the last second is blocked in append now."""
         recent = now - ACTIVE_WINDOW_S
@@ -306,7 +314,7 @@ class Store:
         """Seconds until `group` must be written (0 or less: now)."""
         if self._closed or self._flush_requested or group.rows >= self.flush_rows:
             return 0.0
-        if self._everyone_waits(now):
+        if self._early(group, now):
             return 0.0
         return self._last_write_at + self.flush_interval_s - now
 
