@@ -6,6 +6,10 @@ the originals for deletion: they stay for a grace period because a reader may al
 them, and the views de-duplicate the rows meanwhile. Retention schedules whole old partitions the same
 way. Schedules live in a small manifest, so a pass that dies half-way is finished by the next one. One
 maintenance pass at a time per store, by an fcntl lock file.
+
+The grace period protects queries that started before the merged segment existed. It cannot protect
+a query that lists a scheduled file just before the sweep deletes it (DuckDB opens by path, and a
+path that still opens is still listed): such a query fails with "No such file" and must be re-run.
 """
 
 from __future__ import annotations

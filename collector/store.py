@@ -76,9 +76,9 @@ class _Group:
 def parse_duration(text: str) -> float:
     """Seconds in a duration such as "30d", "12h", "90s", "1h30m", "250ms" or a bare number of seconds."""
     cleaned = text.strip().lower()
-    parts = _DURATION.findall(cleaned)
     if re.fullmatch(r"\d+(?:\.\d*)?|\.\d+", cleaned):
         return float(cleaned)
+    parts = _DURATION.findall(cleaned)
     if not parts or _DURATION.sub("", cleaned).strip():
         raise ValueError(f"not a duration: {text!r} (expected e.g. 30d, 12h, 15m, 90s)")
     return sum(float(number) * _UNIT_S[unit] for number, unit in parts)
