@@ -8,6 +8,7 @@ exhaust memory.
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import time
@@ -49,6 +50,8 @@ class OtlpHttpServer(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], receiver: Receiver) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(address, OtlpHandler)
         self.receiver = receiver
         self._active = 0
