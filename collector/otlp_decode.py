@@ -659,7 +659,7 @@ def decode_json_document(document: Any, *, received_unix_nano: int | None = None
             _add_json_resource(rows, resource_spans, received)
     except OtlpDecodeError:
         raise
-    except (TypeError, AttributeError, ValueError) as exc:
+    except (TypeError, AttributeError, ValueError, RecursionError) as exc:
         raise OtlpDecodeError(f"malformed OTLP/JSON: {exc}") from None
     return rows.to_result(received)
 
