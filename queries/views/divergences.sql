@@ -62,13 +62,23 @@ cancelled_but_committed as (
         )
 ),
 
+tool_spans_ended as (  -- a read-only call commits nothing: the end of its tool span says it finished
+    select turn_id, tool_call_id, max(order_hlc) as ended_hlc
+    from turn_events
+    where source = 'span_end' and layer = 'tool' and tool_call_id is not null
+    group by all
+),
+
 running_at_cancel as (  -- tool calls started before the cancel and not finished by it
     select c.session_id, c.turn_id, count(*) as running
     from calls as c
     join cancels as x using (session_id, turn_id)
+    left join tool_spans_ended as e using (turn_id, tool_call_id)
     where coalesce(c.dispatched_hlc, c.prepared_hlc) < x.requested_hlc
-        and coalesce(least(c.committed_hlc, c.failed_hlc, c.discarded_hlc, c.compensated_hlc), x.requested_hlc + 1)
-            > x.requested_hlc
+        and coalesce(
+            least(c.committed_hlc, c.failed_hlc, c.discarded_hlc, c.compensated_hlc, e.ended_hlc),
+            x.requested_hlc + 1
+        ) > x.requested_hlc
     group by all
 ),
 
