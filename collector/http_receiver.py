@@ -86,6 +86,7 @@ class OtlpHandler(BaseHTTPRequestHandler):
     sys_version = ""
     timeout = IDLE_TIMEOUT_S
     server: OtlpHttpServer
+    _unread = 0  # bytes of the current request's body not read yet; -1: unknown
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
         """Quiet: one line per request would cost more than the request at full load."""
@@ -95,11 +96,22 @@ class OtlpHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.server.begin()
         try:
+            self._unread = self._body_length()
             self._post()
         finally:
             self.server.end()
 
+    def _body_length(self) -> int:
+        """Bytes of body still to read: -1 when unknown (chunked, or a malformed length)."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            return -1
+        length = self.headers.get("Content-Length")
+        if length is None:
+            return 0
+        return int(length) if length.strip().isdigit() else -1
+
     def _refuse_method(self) -> None:
+        self._unread = self._body_length()
         path = self.path.split("?", 1)[0]
         if path == TRACES_PATH or path in OTHER_SIGNALS:
             self._send_error(HttpError(405, rx.UNIMPLEMENTED, f"{self.command} is not allowed; use POST"))
@@ -176,7 +188,6 @@ class OtlpHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             raise HttpError(415, rx.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}; use gzip")
         chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
-        self._unread = -1
         length_header = self.headers.get("Content-Length")
         if not chunked:
             if length_header is None:
@@ -193,7 +204,6 @@ class OtlpHandler(BaseHTTPRequestHandler):
             if length > limit:
                 self._drain(length)
                 raise HttpError(413, rx.RESOURCE_EXHAUSTED, f"request of {length} bytes exceeds {limit}")
-            self._unread = length
             self._reserve(reservation, length if encoding == "identity" else 0, length)
             pieces = self._pieces(length)
         else:
@@ -233,6 +243,7 @@ class OtlpHandler(BaseHTTPRequestHandler):
             if size == 0:
                 while self.rfile.readline(1024).strip():  # trailers
                     pass
+                self._unread = 0
                 return
             total += size
             if total > limit * 2:  # compressed bodies only shrink... unless hostile; stop reading
@@ -291,11 +302,11 @@ class OtlpHandler(BaseHTTPRequestHandler):
             raise
 
     def _drop_rest(self) -> None:
-        unread = getattr(self, "_unread", -1)
-        if unread < 0:
+        """Leaves the connection ready for the next request: the rest of this body is read or it closes."""
+        if self._unread < 0:
             self.close_connection = True
-        else:
-            self._drain(unread)
+        elif self._unread > 0:
+            self._drain(self._unread)
 
     def _drain(self, n: int) -> None:
         """Reads and discards the rest of a refused body so the client sees the answer, not a reset."""
@@ -312,6 +323,7 @@ class OtlpHandler(BaseHTTPRequestHandler):
     # --- answers --------------------------------------------------------------------------------
 
     def _send_error(self, error: HttpError) -> None:
+        self._drop_rest()
         json = self._is_json()
         body = rx.status_body(error.code, str(error), json=json)
         headers = {}

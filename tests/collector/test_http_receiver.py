@@ -304,3 +304,23 @@ def test_the_store_directory_has_the_catalog_analysts_open(collector: s.Collecto
     assert (Path(collector.store) / "turnlens.duckdb").is_file()
     views = {row[0] for row in s.query(collector.store, "select view_name from duckdb_views()")}
     assert {"spans", "span_events", "span_links", "resources"} <= views
+
+
+def test_a_refused_request_leaves_its_keep_alive_connection_usable(collector: s.CollectorProcess) -> None:
+    import http.client
+
+    host, port = collector.http.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    body = s.simple_request(5, seed=8080).SerializeToString()
+    try:
+        for headers, expected in [
+            (s.protobuf_headers("wrong"), 401),
+            ({"Content-Type": "text/plain", "Authorization": f"Bearer {TOKEN}"}, 415),
+            (s.protobuf_headers(TOKEN), 200),
+        ]:
+            connection.request("POST", "/v1/traces", body=body, headers=headers)
+            response = connection.getresponse()
+            response.read()
+            assert response.status == expected
+    finally:
+        connection.close()
