@@ -51,7 +51,8 @@ def call(channel: grpc.Channel, body: bytes, path: str = EXPORT, token: str | No
 def test_the_official_grpc_exporter_delivers_spans(collector: s.CollectorProcess) -> None:
     provider = TracerProvider(resource=Resource.create({"service.name": "sdk-grpc"}))
     exporter = OTLPSpanExporter(
-        endpoint=collector.grpc, insecure=True, headers=(("authorization", f"Bearer {TOKEN}"),)
+        endpoint=collector.grpc, insecure=True, headers=(("authorization", f"Bearer {TOKEN}"),),
+        compression=grpc.Compression.Gzip,
     )
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("tests.grpc")
@@ -104,11 +105,14 @@ def test_missing_or_wrong_token_is_unauthenticated(channel: grpc.Channel, token:
     assert code_of(caught.value) == grpc.StatusCode.UNAUTHENTICATED
 
 
-def test_too_large_is_resource_exhausted(channel: grpc.Channel) -> None:
+@pytest.mark.parametrize("compression", [grpc.Compression.NoCompression, grpc.Compression.Gzip])
+def test_too_large_is_resource_exhausted(channel: grpc.Channel, compression: grpc.Compression) -> None:
     big = s.simple_request(12_000, seed=4).SerializeToString()
     assert len(big) > LIMIT
     with pytest.raises(grpc.RpcError) as caught:
-        call(channel, big)
+        channel.unary_unary(EXPORT)(
+            big, metadata=[("authorization", f"Bearer {TOKEN}")], timeout=30, compression=compression
+        )
     assert code_of(caught.value) == grpc.StatusCode.RESOURCE_EXHAUSTED
     call(channel, s.simple_request(2, seed=5).SerializeToString())  # still serving
 
