@@ -191,10 +191,6 @@ class ToolPlan:
     def key(self) -> str:
         return f"tool:{self.call.call_id}"
 
-    def running_at(self, t: float) -> bool:
-        finished = self.commit if self.commit is not None else self.done
-        return self.dispatch < t < finished
-
 
 def plan_tool(
     turn: Turn,

@@ -82,7 +82,6 @@ class Simulation:
         self.records: list[TurnRecord] = []
         self.started_sessions = 0
         self.finished_sessions = 0
-        self._open_sessions = 0
         expected_span_ns = int(max(self.sessions, 1) / self.sessions_per_minute * MINUTE_NS)
         chaos_start = self.start_ns + expected_span_ns // 4
         self.chaos_window = (
@@ -105,7 +104,6 @@ class Simulation:
         if self.sessions and self.started_sessions >= self.sessions:
             return
         self.started_sessions += 1
-        self._open_sessions += 1
         session = Session(f"sess-{self.rng.getrandbits(64):016x}", f"user-{self.rng.randrange(1, 400):04d}")
         first = SCENARIOS[self.rng.choices(self._names, self._weights)[0]]
         turns = 1 + min(7, int(self.rng.expovariate(1 / 2.2)))
@@ -133,7 +131,6 @@ class Simulation:
         )
 
     def _session_done(self) -> None:
-        self._open_sessions -= 1
         self.finished_sessions += 1
 
     def _cancel_delay(self, t_ns: int) -> float:

@@ -242,9 +242,6 @@ class Turn:
         self.at(end, self._spans.clear)  # nothing refers to the ended spans any more: a live run stays small
         return end
 
-    def set_attribute(self, t: float, key: str, name: str, value: Any) -> None:
-        self.at(t, lambda: self._span(key).set_attribute(name, value))
-
     def _node(self, key: str) -> Node:
         return self._spans[key][0]
 
