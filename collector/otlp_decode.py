@@ -184,7 +184,8 @@ class _Volatility:
         self.misses[key] += 1
         self.total += 1
         if self.total >= self.EPOCH:
-            self.volatile = frozenset(k for k, n in self.misses.items() if n * 10 > self.EPOCH)
+            counts = list(self.misses.items())  # one C call: other threads may be counting
+            self.volatile = frozenset(k for k, n in counts if n * 10 > self.EPOCH)
             self.misses.clear()
             self.total = 0
         return True

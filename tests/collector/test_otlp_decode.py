@@ -176,3 +176,18 @@ def test_an_empty_request_gives_an_empty_table() -> None:
     result = decode_protobuf(ExportTraceServiceRequest().SerializeToString())
     assert result.table.num_rows == 0 and result.table.schema.equals(SEGMENT_SCHEMA)
     assert decode_json(b"{}").table.num_rows == 0
+
+
+def test_keys_whose_values_never_repeat_stop_filling_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(otlp_decode._Volatility, "EPOCH", 200)
+    monkeypatch.setattr(otlp_decode, "_volatility", otlp_decode._Volatility())
+    otlp_decode._kv_cache.clear()
+    for seed in range(1, 6):  # every span a new turnlens.hlc; session.id repeats within a request
+        request = s.simple_request(100, seed=seed)
+        for i, span in enumerate(request.resource_spans[0].scope_spans[0].spans):
+            span.attributes[1].value.int_value = s.HLC + seed * 1000 + i
+        decode_protobuf(request.SerializeToString())
+    cached_keys = [raw for raw in otlp_decode._kv_cache if b"turnlens.hlc" in raw]
+    assert otlp_decode.contract.HLC in otlp_decode._volatility.volatile
+    assert len(cached_keys) < 250  # the first epochs only, not all 500
+    assert any(b"session.id" in raw for raw in otlp_decode._kv_cache)
