@@ -83,12 +83,15 @@ def test_json_accepts_int64_as_strings_or_numbers_and_ignores_unknown_fields() -
     span["startTimeUnixNano"] = "1544712660000000001"
     span["endTimeUnixNano"] = "0"
     span["futureField"] = {"nested": [1, 2]}
+    span["kind"] = "SPAN_KIND_CONSUMER"  # enum names are accepted beside the integers OTLP/JSON uses
+    span["status"] = {"code": 2, "message": "boom"}
     span["attributes"].append({"key": "n", "value": {"intValue": "-5"}, "futureKey": 1})
     document["futureTopLevel"] = True
     row = only_row(decode_json(orjson.dumps(document)))
     assert row["start_time_unix_nano"] == 1544712660000000001
     assert row["end_time_unix_nano"] is None  # 0 on the wire: the span never ended
     assert json.loads(row["attributes"])["n"] == -5
+    assert (row["kind"], row["status_code"], row["status_message"]) == ("consumer", "error", "boom")
 
 
 def test_invalid_spans_are_rejected_with_reasons_and_the_rest_stored() -> None:
