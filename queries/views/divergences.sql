@@ -10,12 +10,19 @@
 --   detected_at: the same instant as a timestamp (HLC physical part, close to wall time).
 --   evidence: one sentence a person reads: what happened, in what order.
 create or replace view divergences as
-with calls as (
+with calls as materialized (  -- each input is computed once, however many detectors read it
     select * from side_effects
 ),
 
-cancels as (
+cancels as materialized (
     select * from cancel_acks
+),
+
+events as materialized (
+    select
+        session_id, turn_id, source, step, layer, node, name, wall_ns, hlc, order_hlc, tool_call_id, tool_name,
+        idempotency_key, replayed, stream_tokens, billing_kind, billing_tokens
+    from turn_events
 ),
 
 turn_stream as (  -- when each turn's stream ended (stream.completed, else the end of its stream spans)
@@ -26,13 +33,13 @@ turn_stream as (  -- when each turn's stream ended (stream.completed, else the e
         count(*) filter (where source = 'span_start' and layer = 'stream')
             - count(*) filter (where source = 'span_end' and layer = 'stream') as open_stream_spans,
         bool_or(layer = 'stream') as has_stream
-    from turn_events
+    from events
     group by turn_id
 ),
 
 turn_receipts as (  -- receipts that name no call cover every call of their turn
     select turn_id, min(order_hlc) as receipt_hlc
-    from turn_events
+    from events
     where step = 'transcript.receipt' and tool_call_id is null and idempotency_key is null
     group by turn_id
 ),
@@ -64,7 +71,7 @@ cancelled_but_committed as (
 
 tool_spans_ended as (  -- a read-only call commits nothing: the end of its tool span says it finished
     select turn_id, tool_call_id, max(order_hlc) as ended_hlc
-    from turn_events
+    from events
     where source = 'span_end' and layer = 'tool' and tool_call_id is not null
     group by all
 ),
@@ -213,7 +220,7 @@ turn_tokens as (
         count(*) filter (where e.step = 'stream.progress') as progress_events,
         sum(e.billing_tokens) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as billed_tokens,
         max(e.order_hlc) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as billed_hlc
-    from turn_events as e
+    from events as e
     join cancels as x using (session_id, turn_id)
     where e.step in ('stream.progress', 'billing.charged')
     group by all
@@ -256,7 +263,7 @@ acks_by_key as (
         min(tool_call_id) as tool_call_id,
         min(tool_name) as tool_name,
         list(order_hlc order by order_hlc)[2] as second_hlc
-    from turn_events
+    from events
     where step = 'third_party.ack' and idempotency_key is not null and replayed is not true
     group by idempotency_key
 ),
@@ -281,7 +288,7 @@ compensations_by_key as (
         arg_min(turn_id, order_hlc) as turn_id,
         min(tool_call_id) as tool_call_id,
         list(order_hlc order by order_hlc)[2] as second_hlc
-    from turn_events
+    from events
     where step = 'tool.compensated' and idempotency_key is not null
     group by idempotency_key
 ),
@@ -299,7 +306,7 @@ duplicate_compensation as (
 
 carried_clock as (  -- only rows that carry their own HLC can contradict the wall clock
     select session_id, turn_id, hlc, wall_ns, name, node
-    from turn_events
+    from events
     where hlc is not null
 ),
 
