@@ -99,19 +99,44 @@ def swimlane_height(events: pd.DataFrame) -> int:
     return max(140, 46 * len(lanes))
 
 
+_ACTION_PREFIXES = ("tool.", "cancel.", "third_party.", "approval.", "billing.", "transcript.", "partial.")
+
+
+def action_window(frame: pd.DataFrame) -> tuple[float, float] | None:
+    """The stretch of a turn where tool calls and the cancel happen (`t_ms` of timeline_frame), padded;
+    None when the turn has neither or they already span most of it."""
+    action = frame.loc[frame["event"].fillna("").str.startswith(_ACTION_PREFIXES), "t_ms"]
+    if action.empty:
+        return None
+    start, end, whole = float(action.min()), float(action.max()), float(frame["t_ms"].max())
+    pad = max(50.0, (end - start) * 0.08)
+    if whole <= 0 or (end - start + 2 * pad) > 0.6 * whole:
+        return None
+    return max(0.0, start - pad), min(whole, end + pad)
+
+
 def swimlane(
-    events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc", width: int | str = "container"
+    events: pd.DataFrame,
+    *,
+    order: Literal["hlc", "wall_clock"] = "hlc",
+    width: int | str = "container",
+    window: tuple[float, float] | None = None,
 ) -> alt.LayerChart:
     """One lane per layer, events placed by HLC (or wall clock), the stop and every commit marked.
 
     A red rule marks the first `cancel.requested`; commits after it are purple diamonds, so
     "committed after the stop" reads at a glance; events whose wall clock contradicts their HLC
-    order carry a black ring.
+    order carry a black ring. `window` (ms since the turn's first event) shows only that stretch;
+    `action_window` gives the one around the tool calls and the stop.
     """
     frame = timeline_frame(events, order=order)
     axis_title = "ms since the turn's first event, by " + ("HLC" if order == "hlc" else "wall clock")
     lanes = [lane for lane in LANES if lane in set(frame["lane"])] or LANES
-    x = alt.X("t_ms:Q", title=axis_title)
+    if window is not None:
+        frame = frame[(frame["t_ms"] >= window[0]) & (frame["t_ms"] <= window[1])]
+        axis_title += f" (showing {window[0]:,.0f}–{window[1]:,.0f} ms)"
+    x_scale = alt.Scale(domain=list(window), zero=False) if window else alt.Scale(zero=False)
+    x = alt.X("t_ms:Q", title=axis_title, scale=x_scale)
     y = alt.Y("lane:N", sort=lanes, title=None, axis=alt.Axis(labelFontSize=13, labelFontWeight="bold"))
     tooltip = [
         alt.Tooltip("event:N", title="event"),
@@ -149,11 +174,11 @@ def swimlane(
     cancel = frame[frame["mark"] == CANCEL]
     if len(cancel):
         stop = cancel.nsmallest(1, "t_ms").assign(label="stop pressed")
-        rule = alt.Chart(stop).mark_rule(color="#d62728", strokeDash=[6, 4], strokeWidth=2).encode(x="t_ms:Q")
+        rule = alt.Chart(stop).mark_rule(color="#d62728", strokeDash=[6, 4], strokeWidth=2).encode(x=x)
         label = (
             alt.Chart(stop)
             .mark_text(color="#d62728", align="left", dx=4, dy=-6, fontWeight="bold")
-            .encode(x="t_ms:Q", y=alt.value(0), text="label:N")
+            .encode(x=x, y=alt.value(0), text="label:N")
         )
         layers = [lanes_band, rule, label, points, rings]
     return (

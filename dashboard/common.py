@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 from streamlit.elements.lib.column_types import ColumnConfig
@@ -89,3 +90,13 @@ class section:  # noqa: N801 - used as `with common.section():`, like st.contain
             st.info(str(exc), icon=":material/hourglass_empty:")
             return True
         return False
+
+
+def show_chart(chart: alt.TopLevelMixin, *, room: int = 60) -> None:
+    """Draws a chart at its own height plus `room` for axes and legend, the full width of its column.
+
+    Streamlit sizes a layered chart stretched to its container without reading the chart's height,
+    which squeezes lanes and hides legends; so the height is passed explicitly.
+    """
+    height = chart.to_dict().get("height")
+    st.altair_chart(chart, width="stretch", height=int(height) + room if isinstance(height, int | float) else "content")

@@ -44,6 +44,13 @@ p95, p99 = _value(slo, "p95_ms"), _value(slo, "p99_ms")
 max_skew = float(skew["max_skew_ms"].max()) if len(skew) else None
 rate = _value(partial, "hit_rate")
 
+bounds = data.query("store_bounds")
+span_ms = (to_ms - from_ms) if from_ms is not None and to_ms is not None else None
+if span_ms is None and len(bounds) and pd.notna(bounds["newest_ms"].iloc[0]):
+    span_ms = int(bounds["newest_ms"].iloc[0] - bounds["oldest_ms"].iloc[0])
+bucket_ms = max(1000, int((span_ms or 3_600_000) / 60) // 1000 * 1000)  # about 60 bars across the window
+findings = data.query("findings_by_kind", from_ms=from_ms, to_ms=to_ms, bucket_ms=bucket_ms)
+
 slo_tiles = st.columns(4)
 slo_tiles[0].metric(
     "Cancel → ack P95",
@@ -86,7 +93,7 @@ count_tiles[2].metric(
     border=True,
     help="A cancel no layer acknowledged: the stop may not have stopped anything.",
 )
-count_tiles[3].metric("Findings", f"{int(_value(counts, 'findings') or 0):,}", border=True)
+count_tiles[3].metric("Findings", f"{int(findings['findings'].sum()):,}", border=True)
 
 st.subheader("Alerts firing now")
 state = data.alert_state()
@@ -111,32 +118,22 @@ else:
 findings_col, latency_col = st.columns(2)
 with findings_col:
     st.subheader("Findings by kind")
-    span_ms = (to_ms - from_ms) if from_ms is not None and to_ms is not None else None
-    bounds = data.query("store_bounds")
-    if span_ms is None and len(bounds) and pd.notna(bounds["newest_ms"].iloc[0]):
-        span_ms = int(bounds["newest_ms"].iloc[0] - bounds["oldest_ms"].iloc[0])
-    bucket_ms = max(1000, int((span_ms or 3_600_000) / 60) // 1000 * 1000)
-    findings = data.query("findings_by_kind", from_ms=from_ms, to_ms=to_ms, bucket_ms=bucket_ms)
     if len(findings):
-        st.altair_chart(charts.findings_over_time(findings), width="stretch")
+        common.show_chart(charts.findings_over_time(findings))
     else:
         common.empty("No findings in this window.")
 with latency_col:
     st.subheader("Cancel → ack latency")
     latencies = data.query("cancel_latencies", from_ms=from_ms, to_ms=to_ms)
     if len(latencies):
-        st.altair_chart(
-            charts.cancel_latency(latencies, objective_ms=objective_ms, page_ms=P99_PAGE_MS),
-            width="stretch",
-        )
+        common.show_chart(charts.cancel_latency(latencies, objective_ms=objective_ms, page_ms=P99_PAGE_MS))
     else:
         common.empty("No cancels in this window.")
 
 st.subheader("HLC skew by node")
 if len(skew):
-    st.altair_chart(
-        charts.skew_by_node(skew[["node", "max_skew_ms", "p95_skew_ms", "events"]], tolerance_ms=tolerance),
-        width="stretch",
+    common.show_chart(
+        charts.skew_by_node(skew[["node", "max_skew_ms", "p95_skew_ms", "events"]], tolerance_ms=tolerance)
     )
 else:
     common.empty("No events with an HLC in this window.")

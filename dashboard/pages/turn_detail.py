@@ -84,17 +84,24 @@ metrics[4].metric(
 
 # --- the swimlane -----------------------------------------------------------------------------------
 st.subheader("Timeline")
-wall_order = filters.toggle(
-    "Wall-clock order",
-    param="order_wall",
-    help="Place events by each node's own wall clock instead of the HLC; ringed events are where the two "
-    "disagree.",
-)
+order_col, window_col, _ = st.columns([1, 1, 3])
+with order_col:
+    wall_order = filters.toggle(
+        "Wall-clock order",
+        param="order_wall",
+        help="Place events by each node's own wall clock instead of the HLC; ringed events are where the two "
+        "disagree.",
+    )
 order = "wall_clock" if wall_order else "hlc"
-st.altair_chart(
-    charts.swimlane(events, order=order), width="stretch", height=charts.swimlane_height(events) + 110
-)
 timeline = charts.timeline_frame(events, order=order)
+action = charts.action_window(timeline)
+with window_col:
+    whole = action is None or filters.toggle(
+        "Whole turn",
+        param="whole",
+        help="By default the chart shows the stretch around the tool calls and the stop.",
+    )
+common.show_chart(charts.swimlane(events, order=order, window=None if whole else action), room=110)
 inversions = int(timeline["inverted"].sum())
 st.caption(
     f"{len(timeline)} events · {inversions} clock inversion{'s' if inversions != 1 else ''} (ringed) · "
@@ -112,7 +119,7 @@ with verdict_col, common.section():
     st.subheader("What each layer believes")
     verdicts = data.query("turn_verdicts", session=session_id, turn=turn_id)
     if len(verdicts):
-        st.altair_chart(charts.verdict_matrix(verdicts), width="stretch")
+        common.show_chart(charts.verdict_matrix(verdicts), room=70)
         st.dataframe(
             verdicts.drop(columns=["session_id", "turn_id"], errors="ignore"),
             hide_index=True,
@@ -199,7 +206,7 @@ with skew_col:
     skew = data.query("turn_skew", session=session_id, turn=turn_id)
     if len(skew):
         tolerance = float(data.query("dashboard_settings")["skew_tolerance_ms"].iloc[0])
-        st.altair_chart(charts.skew_by_node(skew, tolerance_ms=tolerance), width="stretch")
+        common.show_chart(charts.skew_by_node(skew, tolerance_ms=tolerance))
         st.caption(f"HLC physical part minus the node's wall clock; tolerance {tolerance:g} ms (dashed).")
     else:
         common.empty("No HLC on this turn's events: skew cannot be measured.")

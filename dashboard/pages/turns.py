@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import streamlit as st
+from turnlens.collector import contract
 from turnlens.dashboard import common, data, filters
 
 ROW_LIMIT = 2000
 
 st.title("Turns")
-options = data.query("filter_options")
-
-
-def _facet(name: str) -> list[str]:
-    return options.loc[options["facet"] == name, "value"].tolist()
-
+tools_seen = data.query("filter_options")["value"].tolist()
+# The `turns` and `divergences` views document these values; listing them here spares a full scan.
+STATUSES = ["completed", "cancelled", "failed", "open"]
+FINDING_KINDS = [
+    "cancelled_but_committed",
+    "cancel_not_propagated",
+    "eager_side_effect",
+    "untiered_tool",
+    "missing_idempotency_key",
+    "unapproved_side_effect",
+    "unbilled_side_effect",
+    "billed_not_committed",
+    "tokens_billed_after_cancel",
+    "ghost_commit",
+    "duplicate_commit",
+    "duplicate_compensation",
+    "causal_inversion",
+]
 
 row1 = st.columns([1, 2, 2, 3])
 with row1[0]:
@@ -21,14 +34,14 @@ with row1[0]:
 with row1[1]:
     session = filters.text_input("Session", param="session", placeholder="session id (or part of it)")
 with row1[2]:
-    statuses = filters.multiselect("Status", _facet("status"), param="status")
+    statuses = filters.multiselect("Status", STATUSES, param="status")
 with row1[3]:
-    kinds = filters.multiselect("Finding kind", _facet("kind"), param="kind")
+    kinds = filters.multiselect("Finding kind", FINDING_KINDS, param="kind")
 row2 = st.columns([3, 3, 2])
 with row2[0]:
-    tools = filters.multiselect("Tool", _facet("tool"), param="tool")
+    tools = filters.multiselect("Tool", tools_seen, param="tool")
 with row2[1]:
-    tiers = filters.multiselect("Tier", _facet("tier"), param="tier")
+    tiers = filters.multiselect("Tier", list(contract.TIERS), param="tier")
 
 from_ms, to_ms = common.time_window(range_key)
 turns = data.query(

@@ -1,6 +1,5 @@
--- store_bounds: the wall-clock span of the store's turns, in Unix ms; time windows end at `newest_ms`.
+-- store_bounds: the wall-clock span of the store's turn events, in Unix ms; time windows end at `newest_ms`.
 select
-    min(started_wall_ns) // 1000000 as oldest_ms,
-    max(coalesce(ended_wall_ns, started_wall_ns)) // 1000000 as newest_ms,
-    count(*) as turns
-from turns;
+    min(wall_ns) // 1000000 as oldest_ms,
+    max(wall_ns) // 1000000 as newest_ms
+from turn_events;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ from . import storefixture
 
 # When the alert runner evaluates the store: a few minutes after the incident turn.
 ALERTS_AT = "2026-11-18T11:10:00Z"
+REPO = Path(__file__).resolve().parents[2]
+TURNLENS = Path(sys.executable).with_name("turnlens")
 
 
 @pytest.fixture(scope="session")
@@ -39,4 +42,22 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert run.returncode in (0, 1, 2), run.stderr  # 1/2: warnings/criticals firing, as intended
     os.environ["TURNLENS_STORE"] = str(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The simulator's recorded sample (every finding kind) through the real `turnlens ingest`, with the
+    fleet's tool registry and the alert state of one `turnlens alerts run` over it."""
+    path = tmp_path_factory.mktemp("sample-store")
+    shutil.copy(REPO / "sample_data" / "tool_registry.toml", path / "tool_registry.toml")
+    subprocess.run(
+        [str(TURNLENS), "ingest", "--store", str(path), "--quiet", str(REPO / "sample_data" / "sample.jsonl.gz")],
+        check=True, capture_output=True, timeout=180,
+    )
+    run = subprocess.run(
+        [str(TURNLENS), "alerts", "run", "--store", str(path), "--notify", f"file:{path}/n.jsonl"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode in (0, 1, 2), run.stderr
     return path

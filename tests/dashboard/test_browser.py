@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from .storefixture import CANCELLED
+from turnlens.dashboard import data
+from turnlens.queries import catalog
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -27,12 +28,11 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-session_id, turn_id = CANCELLED
-# url path and query → text the page must show once its data is loaded.
+# url path and query → text the page must show once its data is loaded ({session}/{turn}: an incident turn).
 PAGES = {
     "overview": ("", "", "Cancel → ack P95"),  # the default page lives at the root
     "turns": ("turns", "", "Matching turns"),
-    "turn_detail": ("turn", f"?session={session_id}&turn={turn_id}", "cancelled_but_committed"),
+    "turn_detail": ("turn", "?session={session}&turn={turn}", "cancelled_but_committed"),
     "side_effects": ("side_effects", "", "Ghost commits"),
     "tools": ("tools", "", "untiered"),
     "alerts": ("alerts", "", "Rules"),
@@ -49,11 +49,25 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def dashboard_url(store: Path) -> Iterator[str]:
+def incident_turn(sample_store: Path) -> dict[str, str]:
+    """A turn of the sample with a cancelled-but-committed finding (the one DESIGN.md is about)."""
+    con = catalog.connect(sample_store)
+    try:
+        for turn in data.run_named(con, "recent_turns", {"limit": 500}).itertuples():
+            params = {"session": turn.session_id, "turn": turn.turn_id}
+            if "cancelled_but_committed" in set(data.run_named(con, "turn_findings", params)["kind"]):
+                return params
+    finally:
+        con.close()
+    raise AssertionError("the sample holds no cancelled-but-committed turn")
+
+
+@pytest.fixture(scope="module")
+def dashboard_url(sample_store: Path) -> Iterator[str]:
     port = _free_port()
     turnlens = Path(sys.executable).with_name("turnlens")
     process = subprocess.Popen(
-        [str(turnlens), "dashboard", "--store", str(store), "--port", str(port)],
+        [str(turnlens), "dashboard", "--store", str(sample_store), "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env={**os.environ},
@@ -118,8 +132,11 @@ def _fit_viewport_to_content(page: object) -> None:
 
 
 @pytest.mark.parametrize("name", list(PAGES))
-def test_page_loads_in_chromium(dashboard_url: str, browser: object, output_dir: Path, name: str) -> None:
+def test_page_loads_in_chromium(
+    dashboard_url: str, browser: object, output_dir: Path, incident_turn: dict[str, str], name: str
+) -> None:
     path, query, expected = PAGES[name]
+    query = query.format(**incident_turn)
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
     outside: list[str] = []
