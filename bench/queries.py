@@ -6,8 +6,8 @@ of issue 4: all of `divergences` over 10M spans < 5 s, one turn's `turn_timeline
     .venv/bin/python bench/queries.py --spans 1000000 --store /tmp/bench-1m --keep
     .venv/bin/python bench/queries.py --store /tmp/bench-1m   # reuse a store built before
 
-The store is built the way the collector builds it: OTLP protobuf requests decoded by
-collector/otlp_decode.py and appended through collector/store.py. Figures go to stdout as JSON too.
+The store is built from OTLP protobuf requests decoded by collector/otlp_decode.py and written as
+segments by collector/segments.py, the size compaction leaves them. Figures go to stdout as JSON too.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 from tqdm import tqdm
+from turnlens.collector import segments
 from turnlens.collector.otlp_decode import decode_protobuf
-from turnlens.collector.store import Store
 from turnlens.queries import catalog
 from turnlens.queries.commands import segments_glob
 from turnlens.sample_data.fast import counted_requests
@@ -50,28 +51,37 @@ EVERY_VIEW = (
 )
 
 
-def build_store(store: Path, spans: int) -> None:
-    """Decodes the simulator's fast-mode requests and appends them through the collector's store."""
-    store.mkdir(parents=True, exist_ok=True)
+def build_store(store: Path, spans: int, segment_rows: int = 500_000) -> None:
+    """Decodes the simulator's fast-mode requests with the collector's decoder and writes them as the
+    collector's segments, already at the size its compactor merges them to.
+
+    Appending through Store one request at a time would measure the store's group commit (each
+    append waits until durable), which bench/store.py measures; here only the reads matter.
+    """
+    root = store / segments.SEGMENTS_DIR
+    segments.ensure_layout(root)
     shutil.copy(REPO / "sample_data" / "tool_registry.toml", store / "tool_registry.toml")
-    with (
-        Store(
-            store,
-            writer_id="bench",
-            flush_rows=262_144,
-            flush_interval_s=1.0,
-            max_backlog_rows=2_000_000,
-            max_backlog_bytes=2 << 30,
-        ) as writer,
-        tqdm(total=spans, unit="span", desc="building store") as bar,
-    ):
+    pending: list[pa.Table] = []
+    rows = written = 0
+
+    def flush() -> None:
+        nonlocal pending, rows, written
+        for day, table in segments.split_by_day(pa.concat_tables(pending)):
+            written += 1
+            name = f"bench-{written:08d}{segments.SEGMENT_SUFFIX}"
+            segments.write_segment(table, root / segments.partition_name(day) / name)
+        pending, rows = [], 0
+
+    with tqdm(total=spans, unit="span", desc="building store") as bar:
         for data, count in counted_requests(spans):
-            writer.append(decode_protobuf(data).table)
+            table = decode_protobuf(data).table
+            pending.append(table)
+            rows += table.num_rows
             bar.update(count)
-        writer.flush()
-        # a running collector's compactor merges the small group-commit segments; do it now, and
-        # delete the originals at once (no reader to protect) so the figures are not of 1,000 files
-        writer.compact(grace_s=0, min_segments=2)
+            if rows >= segment_rows:
+                flush()
+    if pending:
+        flush()
     catalog.write_catalog(store, segments_glob(store))
 
 
