@@ -6,9 +6,12 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from turnlens.dashboard import data
+from turnlens.queries import catalog
 
 from . import storefixture
 
@@ -52,12 +55,39 @@ def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("sample-store")
     shutil.copy(REPO / "sample_data" / "tool_registry.toml", path / "tool_registry.toml")
     subprocess.run(
-        [str(TURNLENS), "ingest", "--store", str(path), "--quiet", str(REPO / "sample_data" / "sample.jsonl.gz")],
-        check=True, capture_output=True, timeout=180,
+        [
+            str(TURNLENS),
+            "ingest",
+            "--store",
+            str(path),
+            "--quiet",
+            str(REPO / "sample_data" / "sample.jsonl.gz"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=180,
     )
+    con = catalog.connect(path)
+    try:
+        newest_ms = int(data.run_named(con, "store_bounds", {})["newest_ms"].iloc[0])
+    finally:
+        con.close()
+    at = datetime.fromtimestamp(newest_ms / 1000 + 60, tz=UTC).isoformat()  # a minute after the last turn
     run = subprocess.run(
-        [str(TURNLENS), "alerts", "run", "--store", str(path), "--notify", f"file:{path}/n.jsonl"],
-        capture_output=True, text=True, timeout=120,
+        [
+            str(TURNLENS),
+            "alerts",
+            "run",
+            "--store",
+            str(path),
+            "--at",
+            at,
+            "--notify",
+            f"file:{path}/n.jsonl",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode in (0, 1, 2), run.stderr
     return path

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from turnlens.dashboard import data
 from turnlens.queries import catalog
 
@@ -40,6 +41,11 @@ PAGES = {
 }
 
 
+def _die_with_parent() -> None:
+    """The server gets SIGTERM if pytest itself is killed (a timeout), instead of outliving it."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
 def _free_port() -> int:
     import socket
 
@@ -63,15 +69,16 @@ def incident_turn(sample_store: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def dashboard_url(sample_store: Path) -> Iterator[str]:
+def dashboard_url(sample_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     turnlens = Path(sys.executable).with_name("turnlens")
+    log = open(tmp_path_factory.mktemp("dashboard-log") / "dashboard.log", "w+")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
         [str(turnlens), "dashboard", "--store", str(sample_store), "--port", str(port)],
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ},
-        start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -84,8 +91,8 @@ def dashboard_url(sample_store: Path) -> Iterator[str]:
             except OSError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                output = process.stdout.read().decode() if process.stdout else ""
-                pytest.fail(f"turnlens dashboard did not come up:\n{output}")
+                log.seek(0)
+                pytest.fail(f"turnlens dashboard did not come up:\n{log.read()}")
             time.sleep(0.3)
         yield url
     finally:
@@ -94,6 +101,7 @@ def dashboard_url(sample_store: Path) -> Iterator[str]:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+        log.close()
 
 
 @pytest.fixture(scope="module")
