@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import math
 import struct
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Final
 
 import orjson
@@ -158,10 +160,16 @@ def any_value_to_python(value: AnyValue) -> Any:
 
 
 # A cached KeyValue: its `"key":value` JSON fragment, and (key, value) when the collector reads it.
-_Entry = tuple[bytes, tuple[str, Any] | None]
+_Entry = tuple[str, tuple[str, Any] | None]
 _kv_cache: dict[bytes, _Entry] = {}
-_key_cache: dict[bytes, tuple[bytes, str, bool]] = {}  # serialized key field → ('"key":', key, read)
+# The bytes before a short KeyValue's value, 0x0a <key length> key 0x12 <value length> <value tag>,
+# → ('"key":', key, read, size of the whole KeyValue, position of the value's payload).
+_Header = tuple[str, str, bool, int, int]
+_key_cache: dict[bytes, _Header] = {}
 _dumps = orjson.dumps
+_json_string = json.encoder.encode_basestring  # C; the same text as orjson for every code point
+_FIXED64: Final = _DOUBLE.size
+_first = itemgetter(0)  # an entry's fragment
 
 
 class _Volatility:
@@ -194,53 +202,73 @@ class _Volatility:
 _volatility = _Volatility()
 
 
-def _key_entry(prefix: bytes) -> tuple[bytes, str, bool]:
-    key = prefix[2:].decode()
-    entry = (_dumps(key) + b":", key, key in _READ_KEYS)
-    if len(_key_cache) < _CACHE_LIMIT:
-        _key_cache[prefix] = entry
-    return entry
-
-
 def _kv_entry(raw: bytes) -> _Entry:
     """Converts one serialized KeyValue the first time it is seen; later sightings hit the cache.
 
     Short keys with string, int, bool or double values (nearly all of them) are read straight from
-    the wire bytes, which is three times faster than building a KeyValue message.
+    the wire bytes: the bytes before the value repeat for every value of a key, so what they say
+    (key, value type and length) is looked up once, and only the value itself is converted here.
     """
-    entry, key = _kv_entry_short(raw) or _kv_entry_parsed(raw)
-    if _volatility.cacheable(key):
+    try:
+        header = _key_cache.get(raw[: raw[1] + 5]) or _header(raw)
+    except IndexError:  # shorter than any short KeyValue
+        header = None
+    entry = _kv_entry_short(raw, header) if header is not None else None
+    if entry is None:
+        entry, key = _kv_entry_parsed(raw)
+    else:
+        key = header[1]
+    if key not in _volatility.volatile and _volatility.cacheable(key):  # skips a call for ids and clocks
         if len(_kv_cache) >= _CACHE_LIMIT:
             _kv_cache.clear()
         _kv_cache[raw] = entry
     return entry
 
 
-def _kv_entry_short(raw: bytes) -> tuple[_Entry, str] | None:
+def _header(raw: bytes) -> _Header | None:
     # KeyValue wire form: 0x0a <key length> key 0x12 <value length> AnyValue, lengths < 128.
-    size = len(raw)
-    if size < 4 or raw[0] != 0x0A or raw[1] > 0x7F:
-        return None
     p = raw[1] + 2
-    if p + 3 > size or raw[p] != 0x12 or raw[p + 1] > 0x7F or p + 2 + raw[p + 1] != size:
+    if raw[0] != 0x0A or raw[1] > 0x7F or len(raw) < p + 3 or raw[p] != 0x12 or raw[p + 1] > 0x7F:
         return None
-    key_fragment, key, read = _key_cache.get(raw[:p]) or _key_entry(raw[:p])
-    tag = raw[p + 2]
+    if raw[p + 2] not in (0x0A, 0x18, 0x10, 0x21):
+        return None
+    try:
+        key = raw[2:p].decode()
+    except UnicodeDecodeError:
+        return None  # the parsed path says why
+    header = (_json_string(key) + ":", key, key in _READ_KEYS, p + 2 + raw[p + 1], p + 3)
+    if len(_key_cache) < _CACHE_LIMIT:
+        _key_cache[raw[: p + 3]] = header
+    return header
+
+
+def _kv_entry_short(raw: bytes, header: _Header) -> _Entry | None:
+    key_fragment, key, read, size, at = header
+    if len(raw) != size:
+        return None
+    tag = raw[at - 1]
     value: Any
-    if tag == 0x0A and raw[p + 3] <= 0x7F and p + 4 + raw[p + 3] == size:  # string_value
+    if tag == 0x0A:  # string_value
+        if size == at or raw[at] + at + 1 != size:
+            return None
         try:
-            value = raw[p + 4 :].decode()
+            value = raw[at + 1 :].decode()
         except UnicodeDecodeError:
             raise OtlpDecodeError(f"attribute {key!r}: string value is not UTF-8") from None
-    elif tag == 0x18:  # int_value (varint)
-        value = AnyValue.FromString(raw[p + 2 :]).int_value
-    elif tag == 0x10 and size == p + 4:  # bool_value
-        value = raw[p + 3] != 0
-    elif tag == 0x21 and size == p + 11:  # double_value (fixed64)
-        value = _DOUBLE.unpack_from(raw, p + 3)[0]
-    else:
-        return None
-    return (key_fragment + _dumps(value), (key, value) if read else None), key
+        return key_fragment + _json_string(value), (key, value) if read else None
+    if tag == 0x18:  # int_value (varint)
+        try:
+            value = AnyValue.FromString(raw[at - 1 :]).int_value
+        except DecodeError:
+            return None  # the parsed path says why
+        return key_fragment + str(value), (key, value) if read else None
+    if tag == 0x10 and size == at + 1:  # bool_value
+        value = raw[at] != 0
+        return key_fragment + ("true" if value else "false"), (key, value) if read else None
+    if tag == 0x21 and size == at + _FIXED64:  # double_value (fixed64)
+        value = _DOUBLE.unpack_from(raw, at)[0]
+        return key_fragment + _dumps(value).decode(), (key, value) if read else None
+    return None
 
 
 def _kv_entry_parsed(raw: bytes) -> tuple[_Entry, str]:
@@ -249,15 +277,16 @@ def _kv_entry_parsed(raw: bytes) -> tuple[_Entry, str]:
     except DecodeError as exc:
         raise OtlpDecodeError(f"undecodable attribute: {exc}") from None
     value = any_value_to_python(kv.value)
-    return (_dumps({kv.key: value})[1:-1], (kv.key, value) if kv.key in _READ_KEYS else None), kv.key
+    fragment = _dumps({kv.key: value})[1:-1].decode()
+    return (fragment, (kv.key, value) if kv.key in _READ_KEYS else None), kv.key
 
 
-def _raw_attributes(raws: Iterable[bytes]) -> tuple[bytes, dict[str, Any]]:
+def _raw_attributes(raws: Iterable[bytes]) -> tuple[str, dict[str, Any]]:
     """The JSON object of serialized KeyValues, and the values of the keys the collector reads."""
     get = _kv_cache.get
     entries = [get(raw) or _kv_entry(raw) for raw in raws]
     read = dict(entry[1] for entry in entries if entry[1] is not None)
-    return b"{" + b",".join([entry[0] for entry in entries]) + b"}", read
+    return "{" + ",".join([entry[0] for entry in entries]) + "}", read
 
 
 def _as_int(value: Any) -> int | None:
@@ -295,9 +324,9 @@ _CONTEXT_FIELDS: Final = (
     "service_name", "node",
 )
 # (time_unix_nano, name, attributes, dropped_attributes_count, hlc), EVENT_TYPE's order
-_Event = tuple[int, str, bytes, int, int | None]
+_Event = tuple[int, str, str, int, int | None]
 # (trace_id, span_id, trace_state, attributes, dropped_attributes_count, flags), LINK_TYPE's order
-_Link = tuple[str, str, str | None, bytes, int, int]
+_Link = tuple[str, str, str | None, str, int, int]
 
 
 class _Rows:
@@ -312,7 +341,8 @@ class _Rows:
     def __init__(self) -> None:
         self.spans: list[tuple[Any, ...]] = []
         self.contexts: list[tuple[tuple[Any, ...], int]] = []  # (context values, index of its first span)
-        self.events: list[_Event] = []
+        # EVENT_TYPE's columns, filled in place by the protobuf loop (no per-event tuple to transpose)
+        self.event_columns: tuple[list[Any], ...] = tuple([] for _ in EVENT_TYPE)
         self.event_offsets = [0]
         self.links: list[_Link] = []
         self.link_offsets = [0]
@@ -334,7 +364,8 @@ class _Rows:
             return
         self.tables.append(self._table(received))
         self.spans.clear()
-        self.events.clear()
+        for column in self.event_columns:
+            column.clear()
         self.links.clear()
         del self.event_offsets[1:], self.link_offsets[1:]
         self.contexts = [(self.contexts[-1][0], 0)]
@@ -363,17 +394,17 @@ class _Rows:
         arrays = []
         for f in SEGMENT_SCHEMA:
             if f.name == "events":
-                arrays.append(_list_of_structs(self.events, self.event_offsets, EVENT_TYPE))
+                arrays.append(_list_array(self.event_columns, self.event_offsets, EVENT_TYPE))
             elif f.name == "links":
-                arrays.append(_list_of_structs(self.links, self.link_offsets, LINK_TYPE))
+                link_columns = list(zip(*self.links, strict=True)) if self.links else [() for _ in LINK_TYPE]
+                arrays.append(_list_array(link_columns, self.link_offsets, LINK_TYPE))
             else:
                 arrays.append(pa.array(columns[f.name], f.type))
         return pa.Table.from_arrays(arrays, schema=SEGMENT_SCHEMA)
 
 
-def _list_of_structs(items: list[tuple[Any, ...]], offsets: list[int], struct: pa.StructType) -> pa.Array:
+def _list_array(columns: Iterable[Sequence[Any]], offsets: list[int], struct: pa.StructType) -> pa.Array:
     fields = list(struct)
-    columns = list(zip(*items, strict=True)) if items else [() for _ in fields]
     children = [pa.array(column, f.type) for column, f in zip(columns, fields, strict=True)]
     values = pa.StructArray.from_arrays(children, fields=fields)
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
@@ -463,6 +494,11 @@ def _add_protobuf_spans(rows: _Rows, spans: Iterable[Any], received: int) -> Non
     get = _kv_cache.get
     add_span, add_link = rows.spans.append, rows.links.append
     event_offsets, link_offsets = rows.event_offsets, rows.link_offsets
+    event_columns = rows.event_columns
+    event_times, event_names, event_attributes, event_dropped, event_hlcs = event_columns
+    add_event_time, add_event_name = event_times.append, event_names.append
+    add_event_attributes, add_event_dropped = event_attributes.append, event_dropped.append
+    add_event_hlc = event_hlcs.append
     hlc_key = contract.HLC
     zero_trace, zero_span = bytes(16), bytes(8)
     chunk = rows.CHUNK_SPANS
@@ -491,31 +527,35 @@ def _add_protobuf_spans(rows: _Rows, spans: Iterable[Any], received: int) -> Non
             if problem:
                 rows.reject(problem)
                 continue
-        events = []
+        before = len(event_times)
         latest_event = 0
         for event in span.events:
             entries = [get(raw) or _kv_entry(raw) for raw in event.attributes]
             hlc = None
             if entries:
-                fragments, reads = zip(*entries, strict=True)  # transposed in C, not in a Python loop
-                event_attributes = b"{" + b",".join(fragments) + b"}"
-                if any(reads):
-                    hlc = _as_int(dict(filter(None, reads)).get(hlc_key))
+                add_event_attributes("{" + ",".join(map(_first, entries)) + "}")
+                reads = [entry[1] for entry in entries if entry[1] is not None]
+                if reads:
+                    hlc = _as_int(dict(reads).get(hlc_key))
             else:
-                event_attributes = b"{}"
+                add_event_attributes("{}")
             event_time = event.time_unix_nano
             latest_event = event_time if event_time > latest_event else latest_event
-            events.append((event_time, event.name, event_attributes, event.dropped_attributes_count, hlc))
+            add_event_time(event_time)
+            add_event_name(event.name)
+            add_event_dropped(event.dropped_attributes_count)
+            add_event_hlc(hlc)
         if latest_event > INT64_MAX:
+            for column in event_columns:
+                del column[before:]
             rows.reject("event timestamp outside the int64 range")
             continue
         entries = [get(raw) or _kv_entry(raw) for raw in span.attributes]
         if entries:
-            fragments, reads = zip(*entries, strict=True)
-            attributes = b"{" + b",".join(fragments) + b"}"
-            read = dict(filter(None, reads))
+            attributes = "{" + ",".join(map(_first, entries)) + "}"
+            read = dict([entry[1] for entry in entries if entry[1] is not None])
         else:
-            attributes, read = b"{}", {}
+            attributes, read = "{}", {}
         kind_name = _kind_name(span.kind)
         status = span.status
         add_span(
@@ -527,8 +567,7 @@ def _add_protobuf_spans(rows: _Rows, spans: Iterable[Any], received: int) -> Non
                 *_contract_values(kind_name, read),
             )
         )
-        rows.events += events
-        event_offsets.append(event_offsets[-1] + len(events))
+        event_offsets.append(len(event_times))
         for link in links:
             add_link(
                 (
@@ -750,7 +789,9 @@ def _add_json_span(rows: _Rows, span: Mapping[str, Any]) -> None:
             *_contract_values(kind_name, read),
         )
     )
-    rows.events += events
+    if events:
+        for column, values in zip(rows.event_columns, zip(*events, strict=True), strict=True):
+            column += values
     rows.event_offsets.append(rows.event_offsets[-1] + len(events))
     rows.links += links
     rows.link_offsets.append(rows.link_offsets[-1] + len(links))
