@@ -74,6 +74,12 @@ for rule in rules:
 st.subheader("History")
 history = data.alert_history()
 if len(history):
-    st.dataframe(history, hide_index=True, width="stretch")
+    first = ["status", "labels.alertname", "labels.severity", "startsAt", "endsAt", "annotations.summary"]
+    st.dataframe(
+        history,
+        hide_index=True,
+        width="stretch",
+        column_order=[c for c in first if c in history] + [c for c in history if c not in first],
+    )
 else:
     common.empty("No alert has fired or resolved in this store yet.")

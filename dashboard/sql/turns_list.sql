@@ -1,15 +1,15 @@
 -- turns_list: the turns matching the Turns page's filters, newest first, at most $limit rows.
 select
-    t.session_id,
     t.turn_id,
     t.status,
+    t.findings,
     t.cancel_origin,
     make_timestamp(t.started_wall_ns // 1000) as started_at,
     (t.ended_wall_ns - t.started_wall_ns) / 1e6 as duration_ms,
-    t.tokens_streamed,
     t.tool_calls,
     t.side_effects,
-    t.findings,
+    t.tokens_streamed,
+    t.session_id,
     t.ordering
 from turns as t
 where ($from_ms is null or t.started_wall_ns >= $from_ms * 1000000)
