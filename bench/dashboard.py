@@ -73,6 +73,7 @@ def main() -> int:
     parser.add_argument("--store", type=Path, default=None, help="reuse (or build into) this store")
     parser.add_argument("--spans", type=int, default=1_000_000, help="spans to generate when building")
     parser.add_argument("--repeat", type=int, default=3, help="runs per page (the median is reported)")
+    parser.add_argument("--pages", nargs="+", choices=PAGES, default=list(PAGES), help="pages to time")
     args = parser.parse_args()
 
     store = args.store or Path(tempfile.mkdtemp(prefix="turnlens-dashboard-bench-"))
@@ -88,7 +89,7 @@ def main() -> int:
     }
 
     results: dict[str, Any] = {"store": str(store)}
-    for page in PAGES:
+    for page in args.pages:
         runs = [_run_page(page, page_params.get(page, {})) for _ in range(args.repeat)]
         data_s = statistics.median(r[0] for r in runs)
         total_s = statistics.median(r[1] for r in runs)

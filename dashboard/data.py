@@ -28,6 +28,7 @@ SQL_DIR = Path(__file__).resolve().parent / "sql"
 STORE_ENV = "TURNLENS_STORE"
 REFRESH_ENV = "TURNLENS_DASHBOARD_REFRESH"  # seconds between automatic refreshes; 0 turns them off
 CACHE_TTL_ENV = "TURNLENS_DASHBOARD_CACHE_TTL"  # seconds a query result is reused
+MEMORY_ENV = "TURNLENS_DASHBOARD_MEMORY"  # DuckDB memory_limit of the dashboard, e.g. 25% or 4GB
 
 
 class StoreNotReady(Exception):
@@ -43,6 +44,7 @@ class Settings:
     cache_ttl_seconds: int = 15
     sql_row_limit: int = 10_000
     sql_time_limit_seconds: float = 10.0
+    memory_limit: str = "25%"  # DuckDB's own default is 80 % of RAM; the collector shares this machine
 
 
 def _flags(argv: Sequence[str]) -> argparse.Namespace:
@@ -65,15 +67,19 @@ def read_settings() -> Settings:
     store = flags.store or os.environ.get(STORE_ENV) or "./turnlens-data"
     refresh = flags.refresh if flags.refresh is not None else int(os.environ.get(REFRESH_ENV, "0"))
     ttl = flags.cache_ttl if flags.cache_ttl is not None else int(os.environ.get(CACHE_TTL_ENV, "15"))
+    memory = os.environ.get(MEMORY_ENV, Settings.memory_limit)
     return Settings(
-        store_dir=Path(store).expanduser().resolve(), refresh_seconds=refresh, cache_ttl_seconds=ttl
+        store_dir=Path(store).expanduser().resolve(),
+        refresh_seconds=refresh,
+        cache_ttl_seconds=ttl,
+        memory_limit=memory,
     )
 
 
 # --- the connection ----------------------------------------------------------------------------------
 
 
-def harden(con: duckdb.DuckDBPyConnection, store_dir: Path) -> None:
+def harden(con: duckdb.DuckDBPyConnection, store_dir: Path, *, memory_limit: str | None = None) -> None:
     """Lets the connection read the store's segments and nothing else on disk or network, for good.
 
     `enable_external_access = false` alone also stops the views, which read Parquet files; so the
@@ -81,6 +87,8 @@ def harden(con: duckdb.DuckDBPyConnection, store_dir: Path) -> None:
     query (the SQL console's included) can open it again.
     """
     segments = str((store_dir / "segments").resolve()) + "/"
+    if memory_limit:
+        con.execute("set memory_limit = $limit", {"limit": memory_limit})
     con.execute("set allowed_directories = $dirs", {"dirs": [segments]})
     con.execute("set enable_external_access = false")
     con.execute("set lock_configuration = true")
@@ -113,7 +121,7 @@ class _Catalog:
                 if self.con is not None:
                     self.con.close()
                 con = catalog.connect(self.store_dir)
-                harden(con, self.store_dir)
+                harden(con, self.store_dir, memory_limit=read_settings().memory_limit)
                 self.con, self.stamp = con, stamp
             return self.con.cursor(), stamp
 
