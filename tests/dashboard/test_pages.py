@@ -119,3 +119,9 @@ def test_sql_console_answers_and_refuses(store: Path) -> None:
     assert not (store / "segments" / "x.csv").exists()
     escaped = open_page("sql_console", sql="select * from read_csv('/etc/passwd')")
     assert "disabled by configuration" in escaped.error[0].value
+
+
+def test_auto_refresh_from_the_url_arms_a_timer(store: Path) -> None:
+    at = open_page("overview", refresh="10 s")
+    assert at.selectbox(key="url_refresh").value == "10 s"
+    assert metric(at, "Turns") == "2"
