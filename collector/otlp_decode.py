@@ -318,6 +318,7 @@ _SPAN_FIELDS: Final = (
     "dropped_events_count", "dropped_links_count", "status_code", "status_message",
     "span_session_id", "span_turn_id", "layer", "hlc",
 )
+_TYPES: Final = {f.name: f.type for f in SEGMENT_SCHEMA}
 _CONTEXT_FIELDS: Final = (
     "resource_attributes", "resource_dropped_attributes_count", "resource_schema_url", "scope_name",
     "scope_version", "scope_attributes", "scope_dropped_attributes_count", "scope_schema_url",
@@ -385,12 +386,12 @@ class _Rows:
         columns: dict[str, Any] = dict(zip(_SPAN_FIELDS, zip(*self.spans, strict=True), strict=True))
         starts = [start for _, start in self.contexts] + [n]
         runs = [(values, starts[i + 1] - start) for i, (values, start) in enumerate(self.contexts)]
+        runs = [(values, count) for values, count in runs if count]
+        # Resource, scope and receipt values repeat for a whole run of spans: Arrow copies them, which
+        # is cheaper than converting the same Python object once per span.
         for i, name in enumerate(_CONTEXT_FIELDS):
-            column: list[Any] = []
-            for values, count in runs:
-                column += [values[i]] * count
-            columns[name] = column
-        columns["received_unix_nano"] = [received] * n
+            columns[name] = _runs_array([(values[i], count) for values, count in runs], _TYPES[name])
+        columns["received_unix_nano"] = _runs_array([(received, n)], _TYPES["received_unix_nano"])
         arrays = []
         for f in SEGMENT_SCHEMA:
             if f.name == "events":
@@ -399,8 +400,15 @@ class _Rows:
                 link_columns = list(zip(*self.links, strict=True)) if self.links else [() for _ in LINK_TYPE]
                 arrays.append(_list_array(link_columns, self.link_offsets, LINK_TYPE))
             else:
-                arrays.append(pa.array(columns[f.name], f.type))
+                column = columns[f.name]
+                arrays.append(column if isinstance(column, pa.Array) else pa.array(column, f.type))
         return pa.Table.from_arrays(arrays, schema=SEGMENT_SCHEMA)
+
+
+def _runs_array(runs: list[tuple[Any, int]], type_: pa.DataType) -> pa.Array:
+    """An array of each value repeated its count of times, in order."""
+    parts = [pa.repeat(pa.scalar(value, type_), count) for value, count in runs]
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
 def _list_array(columns: Iterable[Sequence[Any]], offsets: list[int], struct: pa.StructType) -> pa.Array:
