@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "dashboard" / "app.py"
 TARGET_S = 1.0
@@ -37,15 +35,13 @@ def _build_store(store: Path, spans: int) -> None:
     module.build_store(store, spans)
 
 
-def _a_turn_with_findings(store: Path) -> tuple[str, str]:
+def _a_cancelled_turn(store: Path) -> tuple[str, str]:
+    """A cancelled turn, read through the dashboard's own hardened, memory-limited connection."""
     from turnlens.dashboard import data
 
-    con = duckdb.connect(str(store / "turnlens.duckdb"), read_only=True)
-    try:
-        frame = data.run_named(con, "recent_turns", {"limit": 1})
-    finally:
-        con.close()
-    return str(frame["session_id"].iloc[0]), str(frame["turn_id"].iloc[0])
+    cursor = data._Catalog(store).cursor()[0]
+    frame = data.run_named(cursor, "cancel_latencies", {"from_ms": None, "to_ms": None})
+    return str(frame["session_id"].iloc[-1]), str(frame["turn_id"].iloc[-1])
 
 
 def _run_page(page: str, params: dict[str, str]) -> tuple[float, float, list[tuple[str, float]]]:
@@ -82,7 +78,7 @@ def main() -> int:
         _build_store(store, args.spans)
         print(f"built {store} in {time.perf_counter() - started:.0f} s")
     os.environ["TURNLENS_STORE"] = str(store)
-    session_id, turn_id = _a_turn_with_findings(store)
+    session_id, turn_id = _a_cancelled_turn(store)
     page_params = {
         "turn_detail": {"session": session_id, "turn": turn_id},
         "sql_console": {"sql": "select kind, count(*) from divergences group by all"},
