@@ -15,10 +15,12 @@
 --   layers_reached: layers that saw the cancel (requested, received or acknowledged), sorted.
 --   layers_acked: layers that acknowledged it, sorted.
 --   ordering: hlc when the cancel events carry HLC, else wall_clock.
-create or replace view cancel_acks as
+-- cancel_acks_of(rows): the same over any relation with turn_events' columns, named by string
+-- (divergences passes the turn_events it has already computed).
+create or replace macro cancel_acks_of(rows) as table
 with cancel_rows as (
     select session_id, turn_id, step, layer, order_hlc, cancel_origin, hlc_source
-    from turn_events
+    from query_table(rows)
     where step in ('cancel.requested', 'cancel.received', 'cancel.acknowledged')
 ),
 
@@ -60,3 +62,6 @@ select
     case when has_hlc then 'hlc' else 'wall_clock' end as ordering
 from per_turn
 where requested_hlc is not null;
+
+create or replace view cancel_acks as
+select * from cancel_acks_of('turn_events');

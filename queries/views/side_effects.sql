@@ -40,10 +40,12 @@
 --   tool_span_ms: wall time from the first tool-layer span start to the last tool-layer span end of the call; null while a tool span is open.
 --   open_tool_spans: tool-layer spans of the call that never ended.
 --   ordering: hlc when the call's rows carry HLC, wall_clock when none does.
-create or replace view side_effects as
+-- side_effects_of(rows): the ledger over any relation with turn_events' columns, named by string:
+-- divergences passes the turn_events it has already computed, so the events are derived once per query.
+create or replace macro side_effects_of(rows) as table
 with call_rows as (
     select *
-    from turn_events
+    from query_table(rows)
     where tool_call_id is not null or idempotency_key is not null
 ),
 
@@ -176,3 +178,6 @@ select
     open_tool_spans,
     case when has_hlc then 'hlc' else 'wall_clock' end as ordering
 from with_registry;
+
+create or replace view side_effects as
+select * from side_effects_of('turn_events');
