@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Literal
 from urllib.parse import urlencode
 
 import altair as alt
@@ -92,11 +93,12 @@ class section:  # noqa: N801 - used as `with common.section():`, like st.contain
         return False
 
 
-def show_chart(chart: alt.TopLevelMixin, *, room: int = 60) -> None:
+def show_chart(chart: alt.Chart | alt.LayerChart, *, room: int = 60) -> None:
     """Draws a chart at its own height plus `room` for axes and legend, the full width of its column.
 
     Streamlit sizes a layered chart stretched to its container without reading the chart's height,
     which squeezes lanes and hides legends; so the height is passed explicitly.
     """
     height = chart.to_dict().get("height")
-    st.altair_chart(chart, width="stretch", height=int(height) + room if isinstance(height, int | float) else "content")
+    fitted: int | Literal["content"] = int(height) + room if isinstance(height, int | float) else "content"
+    st.altair_chart(chart, width="stretch", height=fitted)

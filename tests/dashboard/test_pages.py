@@ -125,3 +125,15 @@ def test_auto_refresh_from_the_url_arms_a_timer(store: Path) -> None:
     at = open_page("overview", refresh="10 s")
     assert at.selectbox(key="url_refresh").value == "10 s"
     assert metric(at, "Turns") == "2"
+
+
+def test_export_buttons_build_the_incident_of_this_turn(store: Path) -> None:
+    from turnlens.dashboard import export_buttons
+
+    session_id, turn_id = CANCELLED
+    at = open_page("turn_detail", session=session_id, turn=turn_id)  # the page's cached connection
+    assert not at.exception
+    markdown = export_buttons.build(session_id, turn_id, "md").decode()
+    assert "cancelled_but_committed" in markdown and CLEAN[1] not in markdown
+    html = export_buttons.build(session_id, turn_id, "html").decode()
+    assert "<svg" in html  # the swimlane of dashboard/charts.py, drawn by the export
