@@ -214,7 +214,7 @@ def _kv_entry(raw: bytes) -> _Entry:
     except IndexError:  # shorter than any short KeyValue
         header = None
     entry = _kv_entry_short(raw, header) if header is not None else None
-    if entry is None:
+    if entry is None or header is None:
         entry, key = _kv_entry_parsed(raw)
     else:
         key = header[1]
@@ -325,9 +325,9 @@ _CONTEXT_FIELDS: Final = (
     "service_name", "node",
 )
 # (time_unix_nano, name, attributes, dropped_attributes_count, hlc), EVENT_TYPE's order
-_Event = tuple[int, str, str, int, int | None]
+_Event = tuple[int, str, str | bytes, int, int | None]  # attributes: str, or orjson bytes from OTLP/JSON
 # (trace_id, span_id, trace_state, attributes, dropped_attributes_count, flags), LINK_TYPE's order
-_Link = tuple[str, str, str | None, str, int, int]
+_Link = tuple[str, str, str | None, str | bytes, int, int]
 
 
 class _Rows:
