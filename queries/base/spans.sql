@@ -37,7 +37,7 @@
 --   wall_ns: start_time_unix_nano, named for what the timelines sort on when there is no HLC.
 --   duration_ms: end minus start in milliseconds; null when the span never ended.
 create or replace view spans as
-with stored as not materialized (  -- read twice: narrow for the newest copy, wide for the rows
+with stored as not materialized (  -- read several times, each read projecting only the columns it needs
     select * exclude (date)
     from read_parquet({{segments}}, hive_partitioning = true, union_by_name = true, filename = true)
 ),
@@ -57,44 +57,49 @@ unique_spans as (  -- a semi-join on narrow keys: ~2x faster than a window that 
         and n.copy = struct_pack(received := s.received_unix_nano, file := s.filename)
 ),
 
-outermost_first as (  -- roots first, then by HLC, then by wall clock, the longest span first on ties
-    select
-        *,
-        struct_pack(
-            not_root := parent_span_id is not null,
-            hlc := coalesce(hlc, 9223372036854775807),
-            started := start_time_unix_nano,
-            ended := -coalesce(end_time_unix_nano, start_time_unix_nano)
-        ) as outer_rank
-    from unique_spans
-),
-
-trace_identity as (  -- where the spans of one trace disagree, the outermost span's value wins
+trace_identity as (  -- where the spans of one trace disagree, the outermost span's value wins: roots first, then by
+    -- HLC, then by wall clock, the longest span first on ties. Read from the narrow columns of every stored copy
+    -- (a retried copy carries the same identity), so the wide rows are read once and never materialised.
     select
         trace_id,
         arg_min(span_session_id, outer_rank) filter (where span_session_id is not null) as session_id,
         arg_min(span_turn_id, outer_rank) filter (where span_turn_id is not null) as turn_id
-    from outermost_first
+    from (
+        select
+            trace_id, span_session_id, span_turn_id,
+            struct_pack(
+                not_root := parent_span_id is not null,
+                hlc := coalesce(hlc, 9223372036854775807),
+                started := start_time_unix_nano,
+                ended := -coalesce(end_time_unix_nano, start_time_unix_nano)
+            ) as outer_rank
+        from stored
+        where span_session_id is not null or span_turn_id is not null
+    )
     group by trace_id
 ),
 
 linked_identity as (  -- a trace that names neither inherits through its links
     select
         s.trace_id,
-        min(coalesce(t.session_id, link.trace_id)) as session_id,
-        min(coalesce(t.turn_id, link.trace_id)) as turn_id
-    from (select trace_id, unnest(links) as link from unique_spans where len(links) > 0) as s
-    left join trace_identity as t on t.trace_id = s.link.trace_id
-    where s.link.trace_id <> s.trace_id
+        min(coalesce(t.session_id, s.linked_trace_id)) as session_id,
+        min(coalesce(t.turn_id, s.linked_trace_id)) as turn_id
+    from (
+        select trace_id, unnest(list_transform(links, lambda link: link.trace_id)) as linked_trace_id
+        from stored
+        where len(links) > 0
+    ) as s
+    left join trace_identity as t on t.trace_id = s.linked_trace_id
+    where s.linked_trace_id <> s.trace_id
     group by s.trace_id
 )
 
 select
-    s.* exclude (outer_rank),
+    s.*,
     coalesce(t.session_id, l.session_id, s.trace_id) as session_id,
     coalesce(t.turn_id, l.turn_id, s.trace_id) as turn_id,
     s.start_time_unix_nano as wall_ns,
     (s.end_time_unix_nano - s.start_time_unix_nano) / 1e6 as duration_ms
-from outermost_first as s
+from unique_spans as s
 left join trace_identity as t using (trace_id)
 left join linked_identity as l using (trace_id);

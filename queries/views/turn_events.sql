@@ -53,7 +53,18 @@ typed_spans as (  -- the span's attributes parsed once: tool identity inherits i
     select
         session_id, turn_id, trace_id, span_id, parent_span_id, name as span_name, kind as span_kind,
         status_code, layer, node, service_name, hlc as span_hlc, start_time_unix_nano, end_time_unix_nano,
-        attributes, events,
+        attributes as span_attributes,
+        list_concat(  -- every row the span gives, unnested once below (no CTE read three times, no materialising)
+            [struct_pack(source := 'span_start', event_index := 0::bigint, name := name,
+                wall_ns := start_time_unix_nano, own_hlc := hlc, attributes := null::varchar)],
+            case when end_time_unix_nano is not null then  -- a span that never ended has no end row (its turn is open)
+                [struct_pack(source := 'span_end', event_index := null::bigint, name := name,
+                    wall_ns := end_time_unix_nano, own_hlc := null::bigint, attributes := null::varchar)]
+            else [] end,
+            list_transform(events, lambda event, i: struct_pack(source := 'event', event_index := i::bigint,
+                name := event.name, wall_ns := event.time_unix_nano, own_hlc := event.hlc,
+                attributes := event.attributes))
+        ) as span_rows,
         json_extract_string(attributes, [
             '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
             '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
@@ -62,37 +73,29 @@ typed_spans as (  -- the span's attributes parsed once: tool identity inherits i
             '$."turnlens.stream.tokens"', '$."turnlens.third_party.status"', '$."turnlens.third_party.replayed"',
             '$."turnlens.billing.kind"', '$."turnlens.billing.amount"', '$."turnlens.billing.tokens"',
             '$."turnlens.input.kind"'
-        ]) as a
+        ]) as inherited
     from spans
 ),
 
-span_starts as (
-    select
-        s.* exclude (events, a), 'span_start' as source, 0 as event_index, span_name as name,
-        (select c.step from contract_steps as c where c.step = s.span_name) as step,
-        start_time_unix_nano as wall_ns, span_hlc as own_hlc, a as own, a as inherited
-    from typed_spans as s
-),
-
-span_ends as (  -- a span that never ended has no end row (its turn shows it as open)
-    select
-        s.* exclude (events, a), 'span_end' as source, null::bigint as event_index, span_name as name,
-        null as step, end_time_unix_nano as wall_ns, null::bigint as own_hlc, a as own, a as inherited
-    from typed_spans as s
-    where end_time_unix_nano is not null
-),
-
 exploded as (
-    select s.* exclude (events), unnest(events) as event, generate_subscripts(events, 1) as event_index
+    select s.* exclude (span_rows), unnest(s.span_rows) as r
     from typed_spans as s
-    where len(events) > 0
 ),
 
-span_events as (
+all_rows as (
     select
-        e.* exclude (event, a, event_index), 'event' as source, event_index, event.name as name,
-        event.name as step, event.time_unix_nano as wall_ns, event.hlc as own_hlc,
-        json_extract_string(event.attributes, [
+        * exclude (r, span_attributes),
+        r.source as source,
+        r.event_index as event_index,
+        r.name as name,
+        case
+            when r.source = 'event' then r.name
+            -- a lifecycle step emitted as its own span (the contract's event names, collector/contract.py EVENT_NAMES)
+            when r.source = 'span_start' and r.name in (select step from contract_steps) then r.name
+        end as step,
+        r.wall_ns as wall_ns,
+        r.own_hlc as own_hlc,
+        case when r.source = 'event' then json_extract_string(r.attributes, [
             '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
             '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
             '$."turnlens.tool.requires_approval"', '$."turnlens.cancel.origin"',
@@ -100,18 +103,9 @@ span_events as (
             '$."turnlens.stream.tokens"', '$."turnlens.third_party.status"', '$."turnlens.third_party.replayed"',
             '$."turnlens.billing.kind"', '$."turnlens.billing.amount"', '$."turnlens.billing.tokens"',
             '$."turnlens.input.kind"'
-        ]) as own,
-        a as inherited,
-        event.attributes as event_attributes
-    from exploded as e
-),
-
-all_rows as (
-    select * exclude (attributes), attributes from span_starts
-    union all by name
-    select * exclude (attributes), attributes from span_ends
-    union all by name
-    select * exclude (attributes, event_attributes), event_attributes as attributes from span_events
+        ]) else inherited end as own,
+        case when r.source = 'event' then r.attributes else span_attributes end as attributes
+    from exploded
 ),
 
 clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by wall time, else wall time
