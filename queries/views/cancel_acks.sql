@@ -63,5 +63,49 @@ select
 from per_turn
 where requested_hlc is not null;
 
+-- The view itself reads a narrow path instead of turn_events: only the cancel steps are unnested, and only their
+-- turnlens.cancel.origin is parsed (turn_events parses 18 attributes of every event). The columns are derived as
+-- turn_events derives them (order_hlc, hlc_source, an event's origin else its span's).
 create or replace view cancel_acks as
-select * from cancel_acks_of('turn_events');
+with cancel_spans as (
+    select
+        session_id, turn_id, layer, hlc as span_hlc, start_time_unix_nano, attributes,
+        list_concat(
+            case when name in ('cancel.requested', 'cancel.received', 'cancel.acknowledged') then  -- a step as a span
+                [struct_pack(step := name, wall_ns := start_time_unix_nano, own_hlc := hlc, attributes := null::varchar)]
+            else [] end,
+            list_transform(
+                list_filter(events, lambda e: e.name in ('cancel.requested', 'cancel.received', 'cancel.acknowledged')),
+                lambda e: struct_pack(step := e.name, wall_ns := e.time_unix_nano, own_hlc := e.hlc, attributes := e.attributes)
+            )
+        ) as steps
+    from spans
+),
+
+cancel_steps as (
+    select * exclude (steps), unnest(steps) as r
+    from cancel_spans
+    where len(steps) > 0
+),
+
+cancel_rows as (
+    select
+        session_id,
+        turn_id,
+        r.step as step,
+        layer,
+        coalesce(
+            r.own_hlc,
+            ((span_hlc >> 16) + (r.wall_ns - start_time_unix_nano) // 1000000) << 16,
+            (r.wall_ns // 1000000) << 16
+        ) as order_hlc,
+        coalesce(
+            json_extract_string(r.attributes, '$."turnlens.cancel.origin"'),
+            json_extract_string(attributes, '$."turnlens.cancel.origin"')
+        ) as cancel_origin,
+        case when r.own_hlc is not null then 'hlc' when span_hlc is not null then 'span_clock' else 'wall_clock' end
+            as hlc_source
+    from cancel_steps
+)
+
+select * from cancel_acks_of('cancel_rows');
