@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 subprocess.Popen(
                     _turnlens(
                         "simulate", "--endpoint", f"http://{args.http}", "--rate", str(args.rate),
-                        "--sessions", "1000000",
+                        "--sessions", "0",  # endless, at --rate
                     )
                 )
             )
