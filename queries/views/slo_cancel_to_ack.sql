@@ -16,10 +16,12 @@
 --   slo_ms: the SLO latency (settings.slo_cancel_to_ack_ms).
 --   objective: the share that must stay under it (settings.slo_cancel_to_ack_objective).
 --   burn_rate: over_slo_share divided by the error budget (1 - objective): 1 burns the budget exactly, above 1 too fast.
-create or replace view slo_cancel_to_ack as
+-- slo_cancel_to_ack_of(acks): the same over any relation with cancel_acks' requested_at and cancel_to_ack_ms, named
+-- by string, so a query that also reads cancel_acks itself (named/slo_recent.sql) derives them once.
+create or replace macro slo_cancel_to_ack_of(acks) as table
 with cancels as (
     select requested_at, cancel_to_ack_ms
-    from cancel_acks
+    from query_table(acks)
 ),
 
 window_sizes(window_size, window_minutes) as (
@@ -73,3 +75,6 @@ select
     objective,
     (over_slo / cancels) / nullif(1 - objective, 0) as burn_rate
 from measured;
+
+create or replace view slo_cancel_to_ack as
+select * from slo_cancel_to_ack_of('cancel_acks');
