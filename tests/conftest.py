@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,13 @@ def output_dir() -> Path:
     return path
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def free_port() -> Callable[[], int]:
+    """Gives TCP ports on 127.0.0.1 that nothing listens on right now."""
+    return _free_port
