@@ -1,4 +1,4 @@
-"""`turnlens demo` (what `make demo` runs): sample loaded, live traffic arriving, dashboard serving, clean stop."""
+"""`turnlens demo` (`make demo`): sample in, live traffic arriving, dashboard serving, clean stop."""
 
 from __future__ import annotations
 
@@ -43,13 +43,31 @@ def test_demo_loads_the_sample_streams_live_traffic_and_serves_the_dashboard(
     store = tmp_path / "store"
     http, grpc, ui = free_port(), free_port(), free_port()
     demo = subprocess.Popen(
-        [sys.executable, "-m", "turnlens.cli", "demo", "--store", str(store), "--http", f"127.0.0.1:{http}",
-         "--grpc", f"127.0.0.1:{grpc}", "--port", str(ui), "--rate", "5"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "turnlens.cli",
+            "demo",
+            "--store",
+            str(store),
+            "--http",
+            f"127.0.0.1:{http}",
+            "--grpc",
+            f"127.0.0.1:{grpc}",
+            "--port",
+            str(ui),
+            "--rate",
+            "5",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         page = f"http://127.0.0.1:{ui}/"
-        assert _wait(lambda: urllib.request.urlopen(page, timeout=2).status == 200, 90), "dashboard never answered"
+        assert _wait(lambda: urllib.request.urlopen(page, timeout=2).status == 200, 90), (
+            "dashboard never answered"
+        )
         sample_spans = _span_count(store)
         assert sample_spans >= 2000, "the recorded sample was not loaded"
         assert _wait(lambda: _span_count(store) > sample_spans, 90), "no live traffic reached the store"

@@ -1,4 +1,4 @@
-"""`turnlens demo`: the recorded sample, a collector, live simulated traffic and the dashboard, in one command."""
+"""`turnlens demo`: the recorded sample, a collector, live simulated traffic and the dashboard, at once."""
 
 from __future__ import annotations
 
@@ -70,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         children.append(
-            subprocess.Popen(_turnlens("collect", "--store", str(store), "--http", args.http, "--grpc", args.grpc))
+            subprocess.Popen(
+                _turnlens("collect", "--store", str(store), "--http", args.http, "--grpc", args.grpc)
+            )
         )
         if not _wait_for_http(f"http://{args.http}/v1/traces", 30):
             print("turnlens demo: the collector did not start", file=sys.stderr)
@@ -79,14 +81,21 @@ def run(args: argparse.Namespace) -> int:
             children.append(
                 subprocess.Popen(
                     _turnlens(
-                        "simulate", "--endpoint", f"http://{args.http}", "--rate", str(args.rate),
-                        "--sessions", "0",  # endless, at --rate
+                        "simulate",
+                        "--endpoint",
+                        f"http://{args.http}",
+                        "--rate",
+                        str(args.rate),
+                        "--sessions",
+                        "0",  # endless, at --rate
                     )
                 )
             )
         dashboard = subprocess.Popen(_turnlens("dashboard", "--store", str(store), "--port", str(args.port)))
         children.append(dashboard)
-        print(f"turnlens demo: dashboard on http://127.0.0.1:{args.port}  (Ctrl-C stops everything)", flush=True)
+        print(
+            f"turnlens demo: dashboard on http://127.0.0.1:{args.port}  (Ctrl-C stops everything)", flush=True
+        )
         return dashboard.wait()
     except KeyboardInterrupt:
         return 0

@@ -197,9 +197,9 @@ def test_keys_whose_values_never_repeat_stop_filling_the_cache(monkeypatch: pyte
 
 
 def test_an_attribute_key_that_is_not_utf8_is_a_decode_error_not_a_crash() -> None:
-    """Attribute bytes are read past protobuf's own UTF-8 check, so the decoder must refuse them itself (a 400)."""
+    """Attribute bytes bypass protobuf's UTF-8 check, so the decoder must refuse them itself (a 400)."""
     body = s.simple_request(1).SerializeToString()
     assert body.count(b"session.id") == 1
-    corrupted = body.replace(b"session.id", b"\xff" * len(b"session.id"))  # same length: still valid wire format
+    corrupted = body.replace(b"session.id", b"\xff" * len(b"session.id"))  # same length: valid wire format
     with pytest.raises(OtlpDecodeError):
         decode_protobuf(corrupted)
