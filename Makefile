@@ -22,14 +22,15 @@ browser:
 demo: install
 	$(BIN)/turnlens demo --store $(STORE)
 
-test: install browser
+test: install browser lint
 	$(BIN)/python -m pytest
 
 test-fast: install
 	$(BIN)/python -m pytest -m 'not slow'
 
 lint: install
-	$(BIN)/ruff check turnlens collector queries dashboard sample_data bench tests
+	$(BIN)/ruff check .
+	$(BIN)/mypy turnlens collector queries dashboard sample_data
 
 sample: install
 	$(BIN)/turnlens simulate --seed 7 --sessions 120 --out sample_data/sample.jsonl.gz --labels sample_data/sample_labels.json
