@@ -139,7 +139,19 @@ def run_named(
     unknown = sorted(set(params) - set(query.params))
     if missing or unknown:
         raise CatalogError(f"{name} takes {sorted(query.params)}; missing {missing}, unknown {unknown}")
-    return con.execute(query.sql, params)
+    # DuckDB binds parameters in a single statement only: a query of several (a `set variable` first) runs
+    # them one by one, each with the parameters it names; the last statement's result is returned.
+    body = "\n".join(ln for ln in query.sql.splitlines() if not ln.startswith("--"))
+    statements = [s for s in re.split(r";\s*(?:\n|$)", body) if s.strip()]
+    for statement in statements[:-1]:
+        con.execute(statement, _params_of(statement, params))
+    return con.execute(statements[-1], _params_of(statements[-1], params))
+
+
+def _params_of(statement: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters one statement names (`$name`)."""
+    used = set(re.findall(r"\$(\w+)", statement))
+    return {k: v for k, v in params.items() if k in used}
 
 
 def read_view(con: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyRelation:

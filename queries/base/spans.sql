@@ -36,10 +36,20 @@
 --   turn_id: the turn, resolved the same way: a trace with neither becomes a turn (and a session) of its own.
 --   wall_ns: start_time_unix_nano, named for what the timelines sort on when there is no HLC.
 --   duration_ms: end minus start in milliseconds; null when the span never ended.
-create or replace view spans as
+-- span_copies(): every stored copy of every span as the segments hold it (retries not yet removed); a named query
+-- reads its narrow columns (trace_id, span_turn_id, links) to find one turn's traces without building the views.
+create or replace macro span_copies() as table
+select * exclude (date)
+from read_parquet({{segments}}, hive_partitioning = true, union_by_name = true, filename = true);
+
+-- spans_in(traces): the same rows, for the traces of a list only (null: every trace). A constant list reaches the
+-- Parquet scan as a filter, so one turn's views (named/turn_timeline_of.sql) read its traces, not the store.
+-- The list must hold the traces its links name too, or their identity cannot be inherited.
+create or replace macro spans_in(traces) as table
 with stored as not materialized (  -- read several times, each read projecting only the columns it needs
-    select * exclude (date)
-    from read_parquet({{segments}}, hive_partitioning = true, union_by_name = true, filename = true)
+    select *
+    from span_copies()
+    where traces is null or list_contains(traces, trace_id)
 ),
 
 newest_copy as (  -- exporters retry: the newest copy of a (trace_id, span_id) wins (then the last file)
@@ -103,3 +113,6 @@ select
 from unique_spans as s
 left join trace_identity as t using (trace_id)
 left join linked_identity as l using (trace_id);
+
+create or replace view spans as
+select * from spans_in(null);

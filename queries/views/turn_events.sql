@@ -38,7 +38,8 @@
 --   billing_tokens: turnlens.billing.tokens.
 --   input_kind: turnlens.input.kind (message / typing).
 --   attributes: the row's own attributes as JSON (the event's, or the span's for starts and ends).
-create or replace view turn_events as
+-- turn_events_in(traces): the same rows for the traces of a list only (null: every trace); see spans_in.
+create or replace macro turn_events_in(traces) as table
 with contract_steps(step) as (  -- the span contract's event names (collector/contract.py EVENT_NAMES)
     values
         ('turn.user_input'), ('stream.progress'), ('stream.completed'), ('cancel.requested'),
@@ -74,7 +75,7 @@ typed_spans as (  -- the span's attributes parsed once: tool identity inherits i
             '$."turnlens.billing.kind"', '$."turnlens.billing.amount"', '$."turnlens.billing.tokens"',
             '$."turnlens.input.kind"'
         ]) as inherited
-    from spans
+    from spans_in(traces)
 ),
 
 exploded as (
@@ -167,3 +168,6 @@ select
     own[18] as input_kind,
     attributes
 from clocked;
+
+create or replace view turn_events as
+select * from turn_events_in(null);

@@ -32,12 +32,13 @@
 --   stream_tokens: tokens sent so far, on stream.progress.
 --   third_party_status: the third party's status, on third_party.ack.
 --   attributes: the row's own attributes as JSON.
-create or replace view turn_timeline as
+-- turn_timeline_in(traces): the same rows for the traces of a list only (null: every trace); see spans_in.
+create or replace macro turn_timeline_in(traces) as table
 with rows_of_turn as (
     select
         *,
         bool_or(hlc is not null) over (partition by turn_id) as turn_has_hlc
-    from turn_events
+    from turn_events_in(traces)
 ),
 
 numbered as (
@@ -90,3 +91,6 @@ select
     third_party_status,
     attributes
 from numbered;
+
+create or replace view turn_timeline as
+select * from turn_timeline_in(null);
