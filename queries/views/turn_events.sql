@@ -50,32 +50,42 @@ with contract_steps(step) as (  -- the span contract's event names (collector/co
         ('transcript.receipt')
 ),
 
-typed_spans as (  -- the span's attributes parsed once: tool identity inherits into its events
+typed_spans as (  -- what a span's events inherit from it (tool identity), as scalar columns: a list of 18 copied
+    -- onto each of its rows by the unnest cost more than parsing the attributes of the span's start and end again
     select
-        session_id, turn_id, trace_id, span_id, parent_span_id, name as span_name, kind as span_kind,
-        status_code, layer, node, service_name, hlc as span_hlc, start_time_unix_nano, end_time_unix_nano,
-        attributes as span_attributes,
-        list_concat(  -- every row the span gives, unnested once below (no CTE read three times, no materialising)
-            [struct_pack(source := 'span_start', event_index := 0::bigint, name := name,
-                wall_ns := start_time_unix_nano, own_hlc := hlc, attributes := null::varchar)],
-            case when end_time_unix_nano is not null then  -- a span that never ended has no end row (its turn is open)
-                [struct_pack(source := 'span_end', event_index := null::bigint, name := name,
-                    wall_ns := end_time_unix_nano, own_hlc := null::bigint, attributes := null::varchar)]
-            else [] end,
-            list_transform(events, lambda event, i: struct_pack(source := 'event', event_index := i::bigint,
-                name := event.name, wall_ns := event.time_unix_nano, own_hlc := event.hlc,
-                attributes := event.attributes))
-        ) as span_rows,
-        json_extract_string(attributes, [
-            '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
-            '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
-            '$."turnlens.tool.requires_approval"', '$."turnlens.cancel.origin"',
-            '$."gen_ai.response.finish_reasons"[0]', '$."gen_ai.response.finish_reasons"',
-            '$."turnlens.stream.tokens"', '$."turnlens.third_party.status"', '$."turnlens.third_party.replayed"',
-            '$."turnlens.billing.kind"', '$."turnlens.billing.amount"', '$."turnlens.billing.tokens"',
-            '$."turnlens.input.kind"'
-        ]) as inherited
-    from spans_in(traces)
+        * exclude (inherited),
+        inherited[1] as inherited_call_id,
+        inherited[2] as inherited_tool_name,
+        inherited[3] as inherited_oi_tool_name,
+        inherited[4] as inherited_idempotency_key,
+        inherited[5] as inherited_tier,
+        inherited[6] as inherited_dispatch,
+        inherited[7] as inherited_billable,
+        inherited[8] as inherited_requires_approval,
+        inherited[9] as inherited_cancel_origin
+    from (
+        select
+            session_id, turn_id, trace_id, span_id, parent_span_id, name as span_name, kind as span_kind,
+            status_code, layer, node, service_name, hlc as span_hlc, start_time_unix_nano, end_time_unix_nano,
+            attributes as span_attributes,
+            list_concat(  -- every row the span gives, unnested once below (no CTE read three times, none materialised)
+                [struct_pack(source := 'span_start', event_index := 0::bigint, name := name,
+                    wall_ns := start_time_unix_nano, own_hlc := hlc, attributes := null::varchar)],
+                case when end_time_unix_nano is not null then  -- a span that never ended has no end row (turn is open)
+                    [struct_pack(source := 'span_end', event_index := null::bigint, name := name,
+                        wall_ns := end_time_unix_nano, own_hlc := null::bigint, attributes := null::varchar)]
+                else [] end,
+                list_transform(events, lambda event, i: struct_pack(source := 'event', event_index := i::bigint,
+                    name := event.name, wall_ns := event.time_unix_nano, own_hlc := event.hlc,
+                    attributes := event.attributes))
+            ) as span_rows,
+            json_extract_string(attributes, [
+                '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
+                '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
+                '$."turnlens.tool.requires_approval"', '$."turnlens.cancel.origin"'
+            ]) as inherited
+        from spans_in(traces)
+    )
 ),
 
 exploded as (
@@ -83,20 +93,10 @@ exploded as (
     from typed_spans as s
 ),
 
-all_rows as (
+all_rows as (  -- each row's own attributes parsed once: the event's, or the span's for its start and end
     select
-        * exclude (r, span_attributes),
-        r.source as source,
-        r.event_index as event_index,
-        r.name as name,
-        case
-            when r.source = 'event' then r.name
-            -- a lifecycle step emitted as its own span (the contract's event names, collector/contract.py EVENT_NAMES)
-            when r.source = 'span_start' and r.name in (select step from contract_steps) then r.name
-        end as step,
-        r.wall_ns as wall_ns,
-        r.own_hlc as own_hlc,
-        case when r.source = 'event' then json_extract_string(r.attributes, [
+        * exclude (r, span_attributes, own_attributes),
+        json_extract_string(own_attributes, [
             '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
             '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
             '$."turnlens.tool.requires_approval"', '$."turnlens.cancel.origin"',
@@ -104,9 +104,24 @@ all_rows as (
             '$."turnlens.stream.tokens"', '$."turnlens.third_party.status"', '$."turnlens.third_party.replayed"',
             '$."turnlens.billing.kind"', '$."turnlens.billing.amount"', '$."turnlens.billing.tokens"',
             '$."turnlens.input.kind"'
-        ]) else inherited end as own,
-        case when r.source = 'event' then r.attributes else span_attributes end as attributes
-    from exploded
+        ]) as own,
+        own_attributes as attributes
+    from (
+        select
+            *,
+            r.source as source,
+            r.event_index as event_index,
+            r.name as name,
+            case
+                when r.source = 'event' then r.name
+                -- a lifecycle step emitted as its own span (the contract's event names, collector/contract.py)
+                when r.source = 'span_start' and r.name in (select step from contract_steps) then r.name
+            end as step,
+            r.wall_ns as wall_ns,
+            r.own_hlc as own_hlc,
+            case when r.source = 'event' then r.attributes else span_attributes end as own_attributes
+        from exploded
+    )
 ),
 
 clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by wall time, else wall time
@@ -122,8 +137,8 @@ clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by
             ((span_hlc >> 16) + (wall_ns - start_time_unix_nano) // 1000000) << 16,
             (wall_ns // 1000000) << 16
         ) as order_hlc,
-        coalesce(own[1], inherited[1]) as named_call_id,
-        coalesce(own[2], own[3], inherited[2], inherited[3]) as any_tool_name
+        coalesce(own[1], inherited_call_id) as named_call_id,
+        coalesce(own[2], own[3], inherited_tool_name, inherited_oi_tool_name) as any_tool_name
     from all_rows
 )
 
@@ -152,12 +167,12 @@ select
     coalesce(named_call_id, case when layer = 'tool' and any_tool_name is not null then span_id end)
         as tool_call_id,
     any_tool_name as tool_name,
-    coalesce(own[4], inherited[4]) as idempotency_key,
-    coalesce(own[5], inherited[5]) as tier,
-    coalesce(own[6], inherited[6]) as dispatch,
-    try_cast(coalesce(own[7], inherited[7]) as boolean) as billable,
-    try_cast(coalesce(own[8], inherited[8]) as boolean) as requires_approval,
-    coalesce(own[9], inherited[9]) as cancel_origin,
+    coalesce(own[4], inherited_idempotency_key) as idempotency_key,
+    coalesce(own[5], inherited_tier) as tier,
+    coalesce(own[6], inherited_dispatch) as dispatch,
+    try_cast(coalesce(own[7], inherited_billable) as boolean) as billable,
+    try_cast(coalesce(own[8], inherited_requires_approval) as boolean) as requires_approval,
+    coalesce(own[9], inherited_cancel_origin) as cancel_origin,
     coalesce(own[10], own[11]) as finish_reason,
     try_cast(own[12] as bigint) as stream_tokens,
     own[13] as third_party_status,
