@@ -528,3 +528,21 @@ def test_the_audit_compares_registry_and_spans(con: duckdb.DuckDBPyConnection) -
     assert audit["never_called"]["verdict"] == "unused"
     assert audit["lookup_order"]["verdict"] == "untiered" and not audit["lookup_order"]["registered"]
     assert audit["search_web"]["verdict"] == "ok" and audit["search_web"]["calls_without_tier"] == 2
+
+
+def test_the_one_turn_timeline_query_gives_the_view_rows_for_every_turn(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    """turn_timeline_of narrows to the turn's traces first; linked cancels and retries must not fall out."""
+    turns = con.execute("select session_id, turn_id from turns order by all").fetchall()
+    assert ("s-linked", "linked") in turns
+    for session, turn in turns:
+        view = con.execute(
+            "select * from turn_timeline where session_id = $s and turn_id = $t order by seq",
+            {"s": session, "t": turn},
+        )
+        columns = [d[0] for d in view.description]
+        expected = view.fetchall()
+        named = catalog.run_named(con, "turn_timeline_of", {"session": session, "turn": turn})
+        got = [dict(zip([d[0] for d in named.description], row, strict=True)) for row in named.fetchall()]
+        assert [tuple(row[c] for c in columns) for row in got] == expected, (session, turn)
