@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,16 +140,25 @@ def run_named(
     unknown = sorted(set(params) - set(query.params))
     if missing or unknown:
         raise CatalogError(f"{name} takes {sorted(query.params)}; missing {missing}, unknown {unknown}")
-    # DuckDB binds parameters in a single statement only: a query of several (a `set variable` first) runs
-    # them one by one, each with the parameters it names; the last statement's result is returned.
-    body = "\n".join(ln for ln in query.sql.splitlines() if not ln.startswith("--"))
+    return execute_script(con, query.sql, params)
+
+
+def execute_script(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, Any]
+) -> duckdb.DuckDBPyConnection:
+    """Runs SQL of one or more statements with its parameters bound; the last statement's result is returned.
+
+    DuckDB binds parameters in a single statement only: a query of several (a `set variable` first, as every
+    one-turn query holds its traces) runs them one by one, each with the parameters it names.
+    """
+    body = "\n".join(ln for ln in sql.splitlines() if not ln.lstrip().startswith("--"))
     statements = [s for s in re.split(r";\s*(?:\n|$)", body) if s.strip()]
     for statement in statements[:-1]:
         con.execute(statement, _params_of(statement, params))
     return con.execute(statements[-1], _params_of(statements[-1], params))
 
 
-def _params_of(statement: str, params: dict[str, Any]) -> dict[str, Any]:
+def _params_of(statement: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters one statement names (`$name`)."""
     used = set(re.findall(r"\$(\w+)", statement))
     return {k: v for k, v in params.items() if k in used}

@@ -16,14 +16,15 @@
 --   node: the node whose clock stamped the event.
 --   service_name: service.name of the emitting resource.
 --   wall_ns: time_unix_nano, named for what the timelines sort on when there is no HLC.
-create or replace view span_events as
+-- span_events_in(traces): the same rows for the traces of a list only (null: every trace); see spans_in.
+create or replace macro span_events_in(traces) as table
 with exploded as (
     select
         trace_id, span_id, name as span_name, attributes as span_attributes, hlc as span_hlc,
         session_id, turn_id, layer, node, service_name,
         unnest(events) as event,
         generate_subscripts(events, 1) as event_index
-    from spans
+    from spans_in(traces)
     where len(events) > 0
 )
 
@@ -46,3 +47,6 @@ select
     service_name,
     event.time_unix_nano as wall_ns
 from exploded;
+
+create or replace view span_events as
+select * from span_events_in(null);

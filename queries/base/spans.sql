@@ -42,6 +42,76 @@ create or replace macro span_copies() as table
 select * exclude (date)
 from read_parquet({{segments}}, hive_partitioning = true, union_by_name = true, filename = true);
 
+-- turn_traces_of(turns): the traces a list of turns (turn ids) is made of, found from narrow columns without building
+-- the views: a trace naming one of the turns or being it, a trace linking to one of those, and every trace those link
+-- to (whose identity a linking trace inherits). A named query holds it in the session variable turnlens_turn_traces
+-- (`set variable`) so the list is a constant that reaches the Parquet scan of spans_in and the macros built on it.
+create or replace macro turn_traces_of(turns) as (
+    with naming as (
+        select distinct trace_id
+        from span_copies()
+        where list_contains(turns, span_turn_id) or list_contains(turns, trace_id)
+    ),
+
+    links as (
+        select trace_id, unnest(list_transform(links, lambda link: link.trace_id)) as linked_trace_id
+        from span_copies()
+        where len(links) > 0
+    ),
+
+    candidates as (
+        select trace_id from naming
+        union
+        select trace_id from links
+        where list_contains(turns, linked_trace_id) or linked_trace_id in (select trace_id from naming)
+    )
+
+    select coalesce(list(distinct trace_id), [])
+    from (
+        select trace_id from candidates
+        union all
+        select linked_trace_id from links where trace_id in (select trace_id from candidates)
+    )
+);
+
+-- key_traces_of(traces): those traces, plus every trace carrying an idempotency key they carry (and the traces it
+-- links to, for its identity): the detectors matching keys across turns (a charge in another turn's trace, an
+-- acknowledgement executed twice) need them. Keys are read from the given traces only; the other traces are found by
+-- a plain string search of their attributes (a superset is harmless: other turns' rows are filtered out after).
+create or replace macro key_traces_of(traces) as (
+    with own_keys as (
+        select list(distinct key) filter (where key is not null) as keys
+        from (
+            select json_extract_string(attributes, '$."turnlens.idempotency_key"') as key
+            from span_copies()
+            where list_contains(traces, trace_id)
+            union all
+            select json_extract_string(unnest(list_transform(events, lambda e: e.attributes)),
+                '$."turnlens.idempotency_key"')
+            from span_copies()
+            where list_contains(traces, trace_id)
+        )
+    ),
+
+    sharing as (
+        select distinct s.trace_id, s.links
+        from span_copies() as s, own_keys as k
+        where len(k.keys) > 0
+            and not list_contains(traces, s.trace_id)
+            and (
+                list_bool_or(list_transform(k.keys, lambda key: contains(s.attributes, key)))
+                or list_bool_or(list_transform(s.events, lambda e: list_bool_or(
+                    list_transform(k.keys, lambda key: contains(coalesce(e.attributes, ''), key)))))
+            )
+    )
+
+    select list_distinct(list_concat(
+        traces,
+        coalesce((select list(trace_id) from sharing), []),
+        coalesce((select flatten(list(list_transform(links, lambda link: link.trace_id))) from sharing), [])
+    ))
+);
+
 -- spans_in(traces): the same rows, for the traces of a list only (null: every trace). A constant list reaches the
 -- Parquet scan as a filter, so one turn's views (named/turn_timeline_of.sql) read its traces, not the store.
 -- The list must hold the traces its links name too, or their identity cannot be inherited.

@@ -9,13 +9,16 @@
 --   detected_hlc: the packed HLC at which the finding became true.
 --   detected_at: the same instant as a timestamp (HLC physical part, close to wall time).
 --   evidence: one sentence a person reads: what happened, in what order.
-create or replace view divergences as
+-- divergences_of(rows): the same findings over any relation with turn_events' columns, named by string (turn_events
+-- for the view). A detector matching idempotency keys across turns sees only the rows given: a named query for one
+-- turn passes the events of the turn's traces and of the traces sharing its keys (key_traces_of).
+create or replace macro divergences_of(rows) as table
 with events as materialized (  -- turn_events derived once: the ledger and the cancels are computed from it
     select
         session_id, turn_id, source, step, layer, node, name, wall_ns, hlc, hlc_source, order_hlc, status_code,
         tool_call_id, tool_name, idempotency_key, tier, dispatch, billable, requires_approval, cancel_origin,
         replayed, third_party_status, stream_tokens, billing_kind, billing_amount, billing_tokens
-    from turn_events
+    from query_table(rows)
 ),
 
 calls as materialized (  -- each input is computed once, however many detectors read it
@@ -372,3 +375,6 @@ select
     epoch_ms(detected_hlc >> 16) as detected_at,
     evidence
 from findings;
+
+create or replace view divergences as
+select * from divergences_of('turn_events');

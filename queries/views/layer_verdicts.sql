@@ -16,7 +16,9 @@
 --   error_spans: spans with status error.
 --   commits: tool.committed events the layer logged.
 --   third_party_status: the last third-party status the layer logged.
-create or replace view layer_verdicts as
+-- layer_verdicts_of(rows): the same rows over any relation with turn_events' columns, named by string (turn_events
+-- for the view; a named query passes one turn's events, turn_events_in over the turn's traces).
+create or replace macro layer_verdicts_of(rows) as table
 with per_layer as (
     select
         session_id,
@@ -40,7 +42,7 @@ with per_layer as (
         count(*) filter (where step = 'third_party.ack') as acks,
         count(*) filter (where step = 'billing.charged') as charges,
         arg_max(third_party_status, order_hlc) filter (where third_party_status is not null) as third_party_status
-    from turn_events
+    from query_table(rows)
     where layer is not null
     group by session_id, turn_id, layer
 ),
@@ -107,3 +109,6 @@ select
     commits,
     third_party_status
 from judged;
+
+create or replace view layer_verdicts as
+select * from layer_verdicts_of('turn_events');

@@ -9,10 +9,12 @@
 --   side_effect_cost: the sum of turnlens.billing.amount of side-effect charges; null when none.
 --   total_cost: token_cost plus side_effect_cost, nulls counting as nothing; null when neither is known.
 --   usage: known (tokens were billed), partial (only the stream's progress tells how many tokens), unknown (neither).
-create or replace view turn_usage as
+-- turn_usage_of(rows, acks): the same rows over any relation with turn_events' columns and one with cancel_acks' columns,
+-- each named by string (turn_events and cancel_acks for the view; a named query passes one turn's).
+create or replace macro turn_usage_of(rows, acks) as table
 with turn_keys as (
     select distinct session_id, turn_id
-    from turn_events
+    from query_table(rows)
 ),
 
 usage_rows as (
@@ -26,8 +28,8 @@ usage_rows as (
         sum(e.billing_amount) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as token_cost,
         sum(e.billing_amount) filter (where e.step = 'billing.charged' and e.billing_kind is distinct from 'tokens')
             as side_effect_cost
-    from turn_events as e
-    left join cancel_acks as x using (session_id, turn_id)
+    from query_table(rows) as e
+    left join query_table(acks) as x using (session_id, turn_id)
     where e.step in ('stream.progress', 'billing.charged')
     group by e.session_id, e.turn_id
 )
@@ -50,4 +52,7 @@ select
     end as usage
 from turn_keys as t
 left join usage_rows as u using (session_id, turn_id)
-left join cancel_acks as x using (session_id, turn_id);
+left join query_table(acks) as x using (session_id, turn_id);
+
+create or replace view turn_usage as
+select * from turn_usage_of('turn_events', 'cancel_acks');

@@ -22,7 +22,9 @@
 --   traces: traces the turn spans (a cancel may arrive in a linked trace).
 --   layers: the layers seen, sorted.
 --   nodes: the nodes seen, sorted.
-create or replace view turns as
+-- turns_of(rows, ledger, found, acks): the same rows from relations with the columns of turn_events, side_effects,
+-- divergences and cancel_acks, each named by string (those views for the view; a named query passes one turn's).
+create or replace macro turns_of(rows, ledger, found, acks) as table
 with per_turn as (
     select
         session_id,
@@ -43,7 +45,7 @@ with per_turn as (
         count(distinct trace_id) as traces,
         list_sort(list_distinct(list(layer))) as layers,
         list_sort(list_distinct(list(node))) as nodes
-    from turn_events
+    from query_table(rows)
     group by session_id, turn_id
 ),
 
@@ -52,13 +54,13 @@ calls as (
         session_id, turn_id,
         count(*) as tool_calls,
         count(*) filter (where side_effecting and committed_hlc is not null) as side_effects
-    from side_effects
+    from query_table(ledger)
     group by session_id, turn_id
 ),
 
 findings as (
     select session_id, turn_id, count(*) as findings
-    from divergences
+    from query_table(found)
     group by session_id, turn_id
 )
 
@@ -91,6 +93,9 @@ select
     t.layers,
     t.nodes
 from per_turn as t
-left join cancel_acks as x using (session_id, turn_id)
+left join query_table(acks) as x using (session_id, turn_id)
 left join calls as c using (session_id, turn_id)
 left join findings as f using (session_id, turn_id);
+
+create or replace view turns as
+select * from turns_of('turn_events', 'side_effects', 'divergences', 'cancel_acks');

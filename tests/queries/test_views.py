@@ -546,3 +546,36 @@ def test_the_one_turn_timeline_query_gives_the_view_rows_for_every_turn(
         named = catalog.run_named(con, "turn_timeline_of", {"session": session, "turn": turn})
         got = [dict(zip([d[0] for d in named.description], row, strict=True)) for row in named.fetchall()]
         assert [tuple(row[c] for c in columns) for row in got] == expected, (session, turn)
+
+
+# Each one-turn named query beside the view it scopes: the same rows, in the same order, for every turn.
+ONE_TURN_QUERIES = {
+    "findings_of_turn": "select kind, severity, tool_call_id, idempotency_key, detected_at, evidence "
+    "from divergences where session_id = $s and turn_id = $t order by detected_hlc, kind",
+    "ledger_of_turn": "select * from side_effects where session_id = $s and turn_id = $t "
+    "order by coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc), tool_call_id",
+    "verdicts_of_turn": "select * from layer_verdicts where session_id = $s and turn_id = $t order by "
+    "coalesce(list_position(['http', 'stream', 'runtime', 'tool', 'third_party', 'billing'], layer), 99)",
+    "cancel_of_turn": "select * from cancel_acks where session_id = $s and turn_id = $t",
+    "usage_of_turn": "select * from turn_usage where session_id = $s and turn_id = $t",
+    "summary_of_turn": "select * from turns where session_id = $s and turn_id = $t",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_TURN_QUERIES))
+def test_each_one_turn_query_gives_the_view_rows_for_every_turn(
+    con: duckdb.DuckDBPyConnection, name: str
+) -> None:
+    """The one-turn queries read the turn's traces only; no turn may lose or gain a row against the view."""
+    turns = con.execute("select session_id, turn_id from turns order by all").fetchall()
+    assert ("s-linked", "linked") in turns
+    nonempty = 0
+    for session, turn in turns:
+        view = con.execute(ONE_TURN_QUERIES[name], {"s": session, "t": turn})
+        columns = [d[0] for d in view.description]
+        expected = view.fetchall()
+        named = catalog.run_named(con, name, {"session": session, "turn": turn})
+        assert [d[0] for d in named.description] == columns, name
+        assert named.fetchall() == expected, (name, session, turn)
+        nonempty += bool(expected)
+    assert nonempty > 0, f"{name}: no turn of the fixture has rows, so the comparison proves nothing"
