@@ -170,7 +170,7 @@ def run_named(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, An
     """Runs one named query with its parameters bound; no Streamlit involved (the benchmark uses this)."""
     sql = load_sql(name)
     try:
-        return con.execute(sql, dict(params)).df()
+        return catalog.execute_script(con, sql, params).df()  # a one-turn query sets its traces first
     except duckdb.CatalogException as exc:
         view = _missing_view(exc)
         if view is None:

@@ -1,8 +1,16 @@
 -- turn_tokens: what the user of one turn ($session, $turn) saw stream before the stop, beside what was billed.
-with stop as (
+set variable turnlens_turn_traces = turn_traces_of([$turn::varchar]);
+
+with turn_rows as materialized (
+    select *
+    from turn_events_in(getvariable('turnlens_turn_traces'))
+    where session_id = $session and turn_id = $turn
+),
+
+stop as (
     select min(order_hlc) as stop_hlc
-    from turn_events
-    where session_id = $session and turn_id = $turn and step = 'cancel.requested'
+    from turn_rows
+    where step = 'cancel.requested'
 )
 
 select
@@ -11,6 +19,5 @@ select
     sum(e.billing_tokens) filter (where e.billing_kind = 'tokens') as tokens_billed,
     count(*) filter (where e.step = 'transcript.receipt') as receipts_shown,
     any_value(s.stop_hlc) as stop_hlc
-from turn_events as e
-cross join stop as s
-where e.session_id = $session and e.turn_id = $turn;
+from turn_rows as e
+cross join stop as s;
