@@ -19,7 +19,7 @@ import duckdb
 import pandas as pd
 from turnlens.collector.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK, LAYERS
 from turnlens.queries.alerting import load_history
-from turnlens.queries.catalog import QUERIES_DIR, connect
+from turnlens.queries.catalog import QUERIES_DIR, connect, execute_script
 
 from turnlens import __version__
 
@@ -35,6 +35,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "events": ("Appendix: raw events", "select_incident_events.sql"),
 }
 SCOPE_SQL = "select_incident_turns.sql"
+TRACES_SQL = "set_incident_traces.sql"  # every query above reads only the traces this holds
 CATALOG_PATH_SQL = "select_catalog_path.sql"
 ALERT_LOOKAHEAD = timedelta(minutes=30)  # rules with `for` fire after the incident they are about
 MAX_CHARTS = 12  # a long session gets swimlanes for its first turns, tables for all
@@ -131,7 +132,7 @@ def _sql(name: str) -> str:
 
 
 def _rows(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> tuple[list[str], list[dict]]:
-    cursor = con.execute(_sql(name), params)
+    cursor = execute_script(con, _sql(name), params)
     columns = [d[0] for d in cursor.description]
     return columns, [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
@@ -217,6 +218,10 @@ def gather(
         raise ExportError("a turn is named within its session: give session_id too")
     to_ns = lambda t: None if t is None else int(t.astimezone(UTC).timestamp() * 1e9)  # noqa: E731
     scope = {"session_id": session_id, "turn_id": turn_id, "start_ns": to_ns(start), "end_ns": to_ns(end)}
+    # The named turn's traces (else every trace) for the scope query, then the found turns' traces and those
+    # sharing their idempotency keys for the sections: one turn is read, not the store.
+    named = None if turn_id is None else [turn_id]
+    execute_script(con, _sql(TRACES_SQL), {"turns": named, "with_keys": False})
     _, turns = _rows(
         con,
         SCOPE_SQL,
@@ -227,6 +232,7 @@ def gather(
             f"no turn in the store matches {', '.join(f'{k}={v}' for k, v in scope.items() if v)}"
         )
     keys = {"sessions": [t["session_id"] for t in turns], "turns": [t["turn_id"] for t in turns]}
+    execute_script(con, _sql(TRACES_SQL), {"turns": keys["turns"], "with_keys": True})
     sections = {}
     for key, (title, file) in SECTIONS.items():
         section = Section(key=key, title=title)

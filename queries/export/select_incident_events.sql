@@ -12,6 +12,6 @@ select
     e.trace_id,
     e.span_id,
     e.attributes
-from span_events as e
+from span_events_in(getvariable('turnlens_turn_traces')) as e
 join incident using (session_id, turn_id)
 order by e.session_id, e.turn_id, coalesce(e.hlc, e.span_hlc), e.wall_ns, e.span_id, e.event_index

@@ -17,7 +17,7 @@ per_node as (
         min(e.skew_ms) as min_skew_ms,
         max(e.skew_ms) as max_skew_ms,
         max(abs(e.skew_ms)) as max_abs_skew_ms
-    from turn_events as e
+    from turn_events_in(getvariable('turnlens_turn_traces')) as e
     join incident using (session_id, turn_id)
     where e.skew_ms is not null
     group by e.node

@@ -9,7 +9,7 @@ select
     turn_id,
     min(wall_ns) as first_ns,
     max(coalesce(end_time_unix_nano, wall_ns)) as last_ns
-from spans
+from spans_in(getvariable('turnlens_turn_traces'))  -- the named turn's traces (set_incident_traces), else all
 where ($session::varchar is null or session_id = $session::varchar)
   and ($turn::varchar is null or turn_id = $turn::varchar)
 group by session_id, turn_id
