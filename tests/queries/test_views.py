@@ -579,3 +579,126 @@ def test_each_one_turn_query_gives_the_view_rows_for_every_turn(
         assert named.fetchall() == expected, (name, session, turn)
         nonempty += bool(expected)
     assert nonempty > 0, f"{name}: no turn of the fixture has rows, so the comparison proves nothing"
+
+
+def test_one_turn_queries_see_the_idempotency_keys_other_turns_share(kit: Any) -> None:
+    """A charge, a commit and an acknowledgement of the same key in other turns' traces (no link between
+    them) change a turn's findings; the one-turn queries must find those traces, or differ from the view."""
+    second_ack = kit.event(
+        c.EV_THIRD_PARTY_ACK, 2700, hlc_at=2700, **{c.IDEMPOTENCY_KEY: "kx", c.THIRD_PARTY_STATUS: "250 OK"}
+    )
+    con = kit.store(
+        kit.turn(turn="ta", trace="ta", key="kx", charged=False)  # committed and acked; charged only in tb
+        + kit.turn(turn="tb", trace="tb", key="kx", outcome="failed", acks=())  # charged, never committed
+        + kit.turn(turn="tc", trace="tc", key="ky", charged=False)
+        + [kit.span("vendor", 2690, 2710, trace="td", turn="td", layer="third_party", events=[second_ack])]
+    )
+    found = con.execute("select turn_id, kind from divergences").fetchall()
+    kinds = {turn: {k for t, k in found if t == turn} for turn in ("ta", "tb", "tc", "td")}
+    assert "unbilled_side_effect" not in kinds["ta"] and "unbilled_side_effect" in kinds["tc"]
+    assert "duplicate_commit" in kinds["ta"] and "billed_not_committed" not in kinds["tb"]
+    for name, sql in sorted(ONE_TURN_QUERIES.items()):
+        for turn in ("ta", "tb", "tc", "td"):
+            expected = con.execute(sql, {"s": "s1", "t": turn}).fetchall()
+            got = catalog.run_named(con, name, {"session": "s1", "turn": turn}).fetchall()
+            assert got == expected, (name, turn)
+
+
+# The dashboard's Turn detail queries as they read the full views (before they were scoped to the turn's
+# traces): the scoped ones must return exactly these rows for every turn.
+DASHBOARD_TURN_QUERIES_OVER_VIEWS = {
+    "turn_cancel": """
+select * from cancel_acks where session_id = $session and turn_id = $turn;
+""",
+    "turn_events": """
+select * from turn_timeline where session_id = $session and turn_id = $turn order by seq;
+""",
+    "turn_findings": """
+select * from divergences where session_id = $session and turn_id = $turn order by detected_hlc;
+""",
+    "turn_ledger": """
+select
+    tool_call_id,
+    tool_name,
+    tier,
+    dispatch,
+    status,
+    committed_hlc,
+    committed_hlc is not null and committed_hlc > (
+        select min(order_hlc) from turn_events
+        where session_id = $session and turn_id = $turn and step = 'cancel.requested'
+    ) as committed_after_stop,
+    receipt_hlc is not null as receipt_shown,
+    compensated_hlc is not null as undone,
+    compensation_failed_hlc is not null as undo_failed,
+    discarded_hlc is not null as discarded,
+    third_party_status,
+    third_party_acks,
+    charged_amount,
+    idempotency_key,
+    approval_granted_hlc is not null as approved
+from side_effects
+where session_id = $session and turn_id = $turn
+order by started_ns;
+""",
+    "turn_skew": """
+select
+    node,
+    max(abs(skew_ms)) as max_skew_ms,
+    quantile_cont(abs(skew_ms), 0.95) as p95_skew_ms,
+    count(*) as events
+from turn_events
+where session_id = $session and turn_id = $turn and skew_ms is not null
+group by node
+order by max_skew_ms desc;
+""",
+    "turn_summary": """
+select * from turns where session_id = $session and turn_id = $turn;
+""",
+    "turn_tokens": """
+with stop as (
+    select min(order_hlc) as stop_hlc
+    from turn_events
+    where session_id = $session and turn_id = $turn and step = 'cancel.requested'
+)
+
+select
+    max(e.stream_tokens) filter (where s.stop_hlc is null or e.order_hlc <= s.stop_hlc) as tokens_before_stop,
+    max(e.stream_tokens) as tokens_streamed,
+    sum(e.billing_tokens) filter (where e.billing_kind = 'tokens') as tokens_billed,
+    count(*) filter (where e.step = 'transcript.receipt') as receipts_shown,
+    any_value(s.stop_hlc) as stop_hlc
+from turn_events as e
+cross join stop as s
+where e.session_id = $session and e.turn_id = $turn;
+""",
+    "turn_usage": """
+select * from turn_usage where session_id = $session and turn_id = $turn;
+""",
+    "turn_verdicts": """
+select *
+from layer_verdicts
+where session_id = $session and turn_id = $turn
+order by coalesce(list_position(['http', 'stream', 'runtime', 'tool', 'third_party', 'billing'], layer), 99);
+""",
+}
+
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARD_TURN_QUERIES_OVER_VIEWS))
+def test_the_dashboards_turn_queries_give_the_view_rows_for_every_turn(
+    con: duckdb.DuckDBPyConnection, name: str
+) -> None:
+    """Turn detail reads only the turn's traces; each of its queries must equal its full-view version."""
+    from turnlens.dashboard import data
+
+    turns = con.execute("select session_id, turn_id from turns order by all").fetchall()
+    assert ("s-linked", "linked") in turns
+    for session, turn in turns:
+        params = {"session": session, "turn": turn}
+        view = con.execute(DASHBOARD_TURN_QUERIES_OVER_VIEWS[name], params)
+        columns = [d[0] for d in view.description]
+        expected = view.fetchall()
+        scoped = catalog.execute_script(con, data.load_sql(name), params)
+        assert [d[0] for d in scoped.description] == columns, name
+        assert scoped.fetchall() == expected, (name, session, turn)
