@@ -84,12 +84,12 @@ create or replace macro key_traces_of(traces) as (
         from (
             select json_extract_string(attributes, '$."turnlens.idempotency_key"') as key
             from span_copies()
-            where list_contains(traces, trace_id)
+            where trace_id between list_min(traces) and list_max(traces) and list_contains(traces, trace_id)
             union all
             select json_extract_string(unnest(list_transform(events, lambda e: e.attributes)),
                 '$."turnlens.idempotency_key"')
             from span_copies()
-            where list_contains(traces, trace_id)
+            where trace_id between list_min(traces) and list_max(traces) and list_contains(traces, trace_id)
         )
     ),
 
@@ -119,7 +119,10 @@ create or replace macro spans_in(traces) as table
 with stored as not materialized (  -- read several times, each read projecting only the columns it needs
     select *
     from span_copies()
-    where traces is null or list_contains(traces, trace_id)
+    -- the range is what makes it fast: a comparison with a constant is a filter the Parquet scan applies to trace_id
+    -- before it decodes the wide columns, where a list (IN) only prunes row groups by their statistics
+    where traces is null
+        or (trace_id between list_min(traces) and list_max(traces) and list_contains(traces, trace_id))
 ),
 
 newest_copy as (  -- exporters retry: the newest copy of a (trace_id, span_id) wins (then the last file)
