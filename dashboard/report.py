@@ -36,6 +36,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
 }
 SCOPE_SQL = "select_incident_turns.sql"
 TRACES_SQL = "set_incident_traces.sql"  # every query above reads only the traces this holds
+KEY_TRACES_SQL = "add_incident_key_traces.sql"  # and those sharing the turns' keys (for the findings)
 CATALOG_PATH_SQL = "select_catalog_path.sql"
 ALERT_LOOKAHEAD = timedelta(minutes=30)  # rules with `for` fire after the incident they are about
 MAX_CHARTS = 12  # a long session gets swimlanes for its first turns, tables for all
@@ -221,7 +222,7 @@ def gather(
     # The named turn's traces (else every trace) for the scope query, then the found turns' traces and those
     # sharing their idempotency keys for the sections: one turn is read, not the store.
     named = None if turn_id is None else [turn_id]
-    execute_script(con, _sql(TRACES_SQL), {"turns": named, "with_keys": False})
+    execute_script(con, _sql(TRACES_SQL), {"turns": named})
     _, turns = _rows(
         con,
         SCOPE_SQL,
@@ -232,7 +233,8 @@ def gather(
             f"no turn in the store matches {', '.join(f'{k}={v}' for k, v in scope.items() if v)}"
         )
     keys = {"sessions": [t["session_id"] for t in turns], "turns": [t["turn_id"] for t in turns]}
-    execute_script(con, _sql(TRACES_SQL), {"turns": keys["turns"], "with_keys": True})
+    execute_script(con, _sql(TRACES_SQL), {"turns": keys["turns"]})
+    execute_script(con, _sql(KEY_TRACES_SQL), {})
     sections = {}
     for key, (title, file) in SECTIONS.items():
         section = Section(key=key, title=title)
