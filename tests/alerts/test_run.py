@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import jsonschema
-import payload_schemas  # loaded by conftest.py (importlib mode puts no test folder on sys.path)
+import payload_schemas
 import pytest
 import storebuilder
 from turnlens.queries import alerting

@@ -2,29 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import otlp_samples
 import pytest
-
-_HERE = Path(__file__).resolve().parent
-
-
-def _load(name: str) -> object:
-    """Imports a helper module of this folder by path and registers it, so tests can `import` it."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _HERE / f"{name}.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_load("otlp_samples")
-import otlp_samples  # noqa: E402 - registered by _load just above
 
 
 @pytest.fixture

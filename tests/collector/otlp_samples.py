@@ -1,6 +1,6 @@
 """OTLP requests for the collector tests, and a real `turnlens collect` process to send them to.
 
-Loaded by path from conftest.py (importlib mode puts no test folder on sys.path); also run by the
+Imported by the tests (pyproject's pytest `pythonpath` puts this folder on sys.path); also run by the
 reader/sender helper processes of the crash tests.
 """
 

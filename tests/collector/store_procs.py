@@ -1,8 +1,8 @@
 """Span rows for the store tests, and the real processes they run: a writer that prints what it was
 acknowledged, a reader that queries the catalog in a loop, a compactor.
 
-Run as `python store_procs.py writer|reader|compactor --store DIR ...`; the tests load it by path
-(importlib mode puts no test folder on sys.path).
+Run as `python store_procs.py writer|reader|compactor --store DIR ...`; the tests import it
+(pyproject's pytest `pythonpath` puts this folder on sys.path).
 """
 
 from __future__ import annotations

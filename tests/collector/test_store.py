@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import threading
@@ -14,23 +13,13 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import store_procs as procs
 from turnlens.collector.segments import host_tag
 from turnlens.collector.store import Store, StoreClosed, StoreOverloaded, parse_duration
 from turnlens.queries import catalog
 
 NS_PER_DAY = 86_400 * 1_000_000_000
 
-
-def _load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-procs = _load("store_procs")
 
 
 def open_store(root: Path, **options: Any) -> Store:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import signal
@@ -11,23 +10,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+import store_procs as procs
 from turnlens.collector.store import Store
 from turnlens.queries import catalog
 
-
-def _load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-procs = _load("store_procs")
 GRACE_S = 4.0
 SCRIPT = str(Path(__file__).with_name("store_procs.py"))
 

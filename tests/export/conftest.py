@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-_spec = importlib.util.spec_from_file_location(
-    "storebuilder", Path(__file__).parent.parent / "alerts" / "storebuilder.py"
-)
-storebuilder: Any = importlib.util.module_from_spec(_spec)
-sys.modules["storebuilder"] = storebuilder
-_spec.loader.exec_module(storebuilder)
-
-_values = importlib.util.spec_from_file_location(
-    "conftest_values", Path(__file__).with_name("conftest_values.py")
-)
-conftest_values: Any = importlib.util.module_from_spec(_values)
-sys.modules["conftest_values"] = conftest_values
-_values.loader.exec_module(conftest_values)
-T0, T0_MS = conftest_values.T0, conftest_values.T0_MS
+import storebuilder
+from conftest_values import T0_MS
 
 
 @pytest.fixture(scope="session")
