@@ -120,8 +120,8 @@ def run_query(args: argparse.Namespace) -> int:
                 overrides[name] = str(value)
         with catalog.connect(args.store) as con:
             for name, value in overrides.items():
-                # names were checked by settings.resolve above; SET takes no bound parameters
-                con.execute(f"set variable {name} = {float(value)!r}")
+                # the name was checked by settings.resolve above (a name cannot be bound); the value is bound
+                con.execute(f"set variable {name} = $value", {"value": float(value)})
             if args.sql in named:
                 cursor = catalog.run_named(con, args.sql, params)
             else:
