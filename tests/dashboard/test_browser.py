@@ -107,7 +107,7 @@ def dashboard_url(sample_store: Path, tmp_path_factory: pytest.TempPathFactory) 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (make browser)")
+        pytest.fail("Debian's chromium is not installed: `make browser` installs it (make test does)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
