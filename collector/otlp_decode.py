@@ -1,10 +1,12 @@
 """OTLP trace requests (protobuf or OTLP/JSON) → a pyarrow Table of SEGMENT_SCHEMA rows, with no I/O.
 
 Invalid spans are counted and explained rather than failing the request, so receivers can answer
-with OTLP partial success. Turning attribute values into Python objects dominates a naive decode, so
-the protobuf path parses with a wire-compatible copy of the OTLP messages whose attribute lists are
-raw bytes, and turns each distinct serialized KeyValue into its JSON fragment once (most attribute
-values repeat from span to span).
+with OTLP partial success. Protobuf is walked by the compiled _otlp_wire (collector/_otlp_wire.pyx),
+which writes Arrow column buffers straight from the wire bytes and calls back here only for what is
+rare; `decode_protobuf_reference` is the pure-Python decoder it is tested against, and the one that
+explains a request the walker finds malformed. The reference parses with a wire-compatible copy of
+the OTLP messages whose attribute lists are raw bytes, and turns each distinct serialized KeyValue
+into its JSON fragment once (most attribute values repeat from span to span).
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from turnlens.collector import contract
 from turnlens.collector.schema import EVENT_TYPE, LINK_TYPE, SEGMENT_SCHEMA
+
+try:
+    from turnlens.collector import _otlp_wire
+except ImportError as exc:  # never fall back to a decoder ten times slower without saying so
+    raise ImportError(
+        "turnlens.collector._otlp_wire, the compiled OTLP protobuf decoder, is not built: reinstall "
+        "with `make install` or `pip install -e .` (needs a C compiler and the Python headers)"
+    ) from exc
 
 SPAN_KINDS: Final = ("unspecified", "internal", "server", "client", "producer", "consumer")
 STATUS_CODES: Final = ("unset", "ok", "error")
@@ -384,14 +394,7 @@ class _Rows:
     def _table(self, received: int) -> pa.Table:
         n = len(self.spans)
         columns: dict[str, Any] = dict(zip(_SPAN_FIELDS, zip(*self.spans, strict=True), strict=True))
-        starts = [start for _, start in self.contexts] + [n]
-        runs = [(values, starts[i + 1] - start) for i, (values, start) in enumerate(self.contexts)]
-        runs = [(values, count) for values, count in runs if count]
-        # Resource, scope and receipt values repeat for a whole run of spans: Arrow copies them, which
-        # is cheaper than converting the same Python object once per span.
-        for i, name in enumerate(_CONTEXT_FIELDS):
-            columns[name] = _runs_array([(values[i], count) for values, count in runs], _TYPES[name])
-        columns["received_unix_nano"] = _runs_array([(received, n)], _TYPES["received_unix_nano"])
+        columns.update(_context_columns(self.contexts, n, received))
         arrays = []
         for f in SEGMENT_SCHEMA:
             if f.name == "events":
@@ -403,6 +406,23 @@ class _Rows:
                 column = columns[f.name]
                 arrays.append(column if isinstance(column, pa.Array) else pa.array(column, f.type))
         return pa.Table.from_arrays(arrays, schema=SEGMENT_SCHEMA)
+
+
+def _context_columns(
+    contexts: list[tuple[tuple[Any, ...], int]], n: int, received: int
+) -> dict[str, pa.Array]:
+    """The resource, scope and receipt columns of `n` spans, from (context values, first span) runs."""
+    starts = [start for _, start in contexts] + [n]
+    runs = [(values, starts[i + 1] - start) for i, (values, start) in enumerate(contexts)]
+    runs = [(values, count) for values, count in runs if count]
+    # Resource, scope and receipt values repeat for a whole run of spans: Arrow copies them, which
+    # is cheaper than converting the same Python object once per span.
+    columns = {
+        name: _runs_array([(values[i], count) for values, count in runs], _TYPES[name])
+        for i, name in enumerate(_CONTEXT_FIELDS)
+    }
+    columns["received_unix_nano"] = _runs_array([(received, n)], _TYPES["received_unix_nano"])
+    return columns
 
 
 def _runs_array(runs: list[tuple[Any, int]], type_: pa.DataType) -> pa.Array:
@@ -473,8 +493,90 @@ def _status_name(code: int) -> str:
 # --- protobuf -----------------------------------------------------------------------------------
 
 
-def decode_protobuf(body: bytes, *, received_unix_nano: int | None = None) -> DecodeResult:
-    """Decodes a serialized ExportTraceServiceRequest; raises OtlpDecodeError if it is not one."""
+def decode_protobuf(body: bytes | bytearray, *, received_unix_nano: int | None = None) -> DecodeResult:
+    """Decodes a serialized ExportTraceServiceRequest; raises OtlpDecodeError if it is not one.
+
+    The compiled walker reads it; a request it finds malformed (or whose attributes it refuses) is
+    decoded by the reference instead, which raises the error that explains it, or, for wire forms the
+    walker leaves alone (a singular message sent twice, which protobuf merges), decodes it.
+    """
+    received = received_unix_nano if received_unix_nano is not None else time.time_ns()
+    try:
+        walk = _otlp_wire.walk(body, _WIRE_HOOKS)
+    except (_otlp_wire.NotPlainWire, OtlpDecodeError):
+        return decode_protobuf_reference(bytes(body), received_unix_nano=received)
+    reasons = Counter(walk.reasons)
+    if not walk.spans:
+        return DecodeResult(SEGMENT_SCHEMA.empty_table(), len(walk.reasons), reasons)
+    return DecodeResult(_walk_table(walk, received), len(walk.reasons), reasons)
+
+
+def _walk_table(walk: Any, received: int) -> pa.Table:
+    """SEGMENT_SCHEMA's table of the walker's column buffers (no copy but the context runs)."""
+    n = walk.spans
+    columns: dict[str, pa.Array] = {}
+    for k, name in enumerate(_otlp_wire.STRING_COLUMNS):
+        rows, validity, nulls, offsets, data = walk.string_column(k)
+        buffers = [validity and pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)]
+        columns[name] = pa.Array.from_buffers(pa.string(), rows, buffers, null_count=nulls)
+    for k, name in enumerate(_otlp_wire.INT_COLUMNS):
+        rows, validity, nulls, data = walk.int_column(k)
+        buffers = [validity and pa.py_buffer(validity), pa.py_buffer(data)]
+        columns[name] = pa.Array.from_buffers(pa.int64(), rows, buffers, null_count=nulls)
+    event_offsets, link_offsets = walk.list_offsets()
+    for name, item, offsets in (("events", EVENT_TYPE, event_offsets), ("links", LINK_TYPE, link_offsets)):
+        fields = list(item)
+        values = pa.StructArray.from_arrays([columns[f"{name}.{f.name}"] for f in fields], fields=fields)
+        offsets_array = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(offsets)])
+        columns[name] = pa.ListArray.from_arrays(offsets_array, values)
+    columns.update(_context_columns(walk.contexts, n, received))
+    return pa.Table.from_arrays([columns[f.name] for f in SEGMENT_SCHEMA], schema=SEGMENT_SCHEMA)
+
+
+def _cached_kv_entry(raw: bytes) -> _Entry:
+    return _kv_cache.get(raw) or _kv_entry(raw)
+
+
+def _span_problem(trace_id: bytes, span_id: bytes, parent: bytes, start: int, end: int) -> str:
+    return (
+        _id_problem("trace_id", trace_id, 16) or _id_problem("span_id", span_id, 8)
+        or _id_problem("parent_span_id", parent, 8, optional=True)
+        or _time_problem(start, end) or "invalid span"
+    )
+
+
+def _link_problem(trace_id: bytes, span_id: bytes) -> str:
+    return _id_problem("link trace_id", trace_id, 16) or _id_problem("link span_id", span_id, 8) or ""
+
+
+def _resource_values(raws: list[bytes]) -> tuple[str, str | None, str | None]:
+    """A resource's attributes JSON, service name and node."""
+    resource_json, read = _raw_attributes(raws)
+    return (resource_json, *_resource_identity(read))
+
+
+def _context(
+    resource: tuple[str, str | None, str | None], resource_dropped: int, resource_schema_url: str,
+    scope_name: str, scope_version: str, scope_raws: list[bytes], scope_dropped: int, scope_schema_url: str,
+) -> tuple[Any, ...]:
+    """The _CONTEXT_FIELDS values of a run of spans, as decode_protobuf_reference makes them."""
+    resource_json, service, node = resource
+    return (
+        resource_json, resource_dropped, resource_schema_url or None, scope_name or None,
+        scope_version or None, _raw_attributes(scope_raws)[0], scope_dropped, scope_schema_url or None,
+        service, node,
+    )
+
+
+_WIRE_HOOKS: Final = (
+    _cached_kv_entry, _contract_values, _as_int, _span_problem, _link_problem, _resource_values, _context,
+)
+if frozenset(_otlp_wire.READ_KEYS) != _READ_KEYS:
+    raise ImportError("_otlp_wire.READ_KEYS differs from otlp_decode._READ_KEYS: rebuild it")
+
+
+def decode_protobuf_reference(body: bytes, *, received_unix_nano: int | None = None) -> DecodeResult:
+    """The pure-Python decode of an ExportTraceServiceRequest: the rows the compiled walker must equal."""
     try:
         request = RawRequest.FromString(body)
     except DecodeError as exc:

@@ -152,6 +152,8 @@ def test_contract_columns_fall_back_as_the_contract_says() -> None:
 
 
 def test_a_large_request_converted_in_chunks_gives_the_same_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference decoder converts rows to Arrow in chunks; the compiled walker must equal it."""
+    decode_protobuf = otlp_decode.decode_protobuf_reference
     request = s.simple_request(300)
     second = request.resource_spans.add()
     second.resource.attributes.append(s.kv("service.name", "other"))
@@ -166,6 +168,7 @@ def test_a_large_request_converted_in_chunks_gives_the_same_table(monkeypatch: p
 
 
 def test_repeated_attribute_values_decode_the_same_from_the_cache() -> None:
+    decode_protobuf = otlp_decode.decode_protobuf_reference  # the compiled walker caches nothing
     body = s.full_request().SerializeToString()
     first = decode_protobuf(body, received_unix_nano=1).table.to_pylist()
     again = decode_protobuf(body, received_unix_nano=1).table.to_pylist()
@@ -182,6 +185,7 @@ def test_an_empty_request_gives_an_empty_table() -> None:
 
 
 def test_keys_whose_values_never_repeat_stop_filling_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    decode_protobuf = otlp_decode.decode_protobuf_reference  # the compiled walker caches nothing
     monkeypatch.setattr(otlp_decode._Volatility, "EPOCH", 200)
     monkeypatch.setattr(otlp_decode, "_volatility", otlp_decode._Volatility())
     otlp_decode._kv_cache.clear()
