@@ -827,6 +827,7 @@ cdef class Walk:
         # the reference decoder's checks, in its order
         if (trace_n != 16 or span_n != 8 or (parent_n and parent_n != 8) or end_time > <uint64_t>INT64_MAX
                 or start_time > <uint64_t>INT64_MAX or all_zero(trace, 16) or all_zero(span_id, 8)):
+            self.check_events_and_links(start, end)
             self.reasons.append(self.span_problem(
                 PyBytes_FromStringAndSize(<const char*>trace, trace_n),
                 PyBytes_FromStringAndSize(<const char*>span_id, span_n),
@@ -834,6 +835,7 @@ cdef class Walk:
             ))
             return 0
         if bad_link:
+            self.check_events_and_links(start, end)
             self.reasons.append(self.link_problem(*bad_link_ids))
             return 0
         # events, then the span's attributes (the reference's order: both may raise)
@@ -849,6 +851,7 @@ cdef class Walk:
             int_truncate(&self.i[IE_TIME], events_before)
             int_truncate(&self.i[IE_DROPPED], events_before)
             int_truncate(&self.i[IE_HLC], events_before)
+            self.check_events_and_links(start, end)
             self.reasons.append("event timestamp outside the int64 range")
             return 0
         self.clear_reads()
@@ -893,6 +896,39 @@ cdef class Walk:
                 if f.number == 13:
                     self.link(f.p, f.p + f.n)
         buf_i32(&self.link_offsets, self.s[SL_TRACE].rows)
+        return 0
+
+    cdef int check_events_and_links(self, const uint8_t* p, const uint8_t* end) except -1:
+        """A rejected span's events and links are not read, but protobuf would still have parsed them:
+        a malformed one makes the whole request malformed, as the reference decoder says."""
+        cdef Field f, g
+        cdef const uint8_t* q
+        cdef const uint8_t* e
+        while p < end:
+            p = next_field(p, end, &f)
+            if f.number != 11 and f.number != 13:
+                continue
+            q, e = f.p, f.p + f.n
+            while q < e:
+                q = next_field(q, e, &g)
+                if f.number == 11:  # Event: time, name, attributes, dropped count
+                    if g.number == 1:
+                        expect(&g, 1)
+                    elif g.number == 2 or g.number == 3:
+                        expect(&g, 2)
+                        if g.number == 2:
+                            need_utf8(g.p, g.n)
+                    elif g.number == 4:
+                        expect(&g, 0)
+                else:  # Link: trace_id, span_id, trace_state, attributes, dropped count, flags
+                    if 1 <= g.number <= 4:
+                        expect(&g, 2)
+                        if g.number == 3:
+                            need_utf8(g.p, g.n)
+                    elif g.number == 5:
+                        expect(&g, 0)
+                    elif g.number == 6:
+                        expect(&g, 5)
         return 0
 
     cdef int contract(self, int32_t kind) except -1:

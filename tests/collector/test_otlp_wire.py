@@ -281,16 +281,48 @@ def test_truncated_bodies_give_the_same_outcome() -> None:
 
 
 def test_corrupted_bodies_give_the_same_outcome() -> None:
+    """Bytes changed, copied in or cut out; seeded, so a failure names a body that can be replayed."""
     rng = random.Random(11)
     bases = [s.full_request().SerializeToString(), s.simple_request(4).SerializeToString()]
+    bases += ODD_SPANS.values()
     outcomes: set[str] = set()
-    for _ in range(3000):
+    for _ in range(4000):
         body = bytearray(rng.choice(bases))
-        for _flip in range(rng.randint(1, 3)):
+        change = rng.random()
+        if change < 0.7:
+            for _flip in range(rng.randint(1, 3)):
+                at = rng.randrange(len(body))
+                body[at] = rng.choice((rng.randrange(256), body[at] ^ 0x80, 0, 0x7F, (body[at] + 1) & 0xFF))
+        elif change < 0.85:
+            at, source = rng.randrange(len(body)), rng.randrange(len(body))
+            body[at:at] = body[source : source + rng.randint(1, 20)]
+        else:
             at = rng.randrange(len(body))
-            body[at] = rng.choice((rng.randrange(256), body[at] ^ 0x80, 0, 0x7F))
+            del body[at : at + rng.randint(1, 10)]
         outcomes.add(assert_same(bytes(body))[0])
     assert outcomes == {"ok", "error"}
+
+
+def test_a_rejected_spans_malformed_event_still_makes_the_request_malformed() -> None:
+    """Found by the corruption test: the walker skipped a rejected span's events, which protobuf parses."""
+    request = s.simple_request(1)
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    span.start_time_unix_nano = 2**63  # rejected for its timestamp
+    span.events.add(time_unix_nano=1, name="e").attributes.append(s.kv("k", "v"))
+    body = request.SerializeToString()
+    event = span.events[0].SerializeToString()
+    attribute = s.kv("k", "v").SerializeToString()
+    broken = event.replace(b"\x1a" + bytes([len(attribute)]) + attribute, b"\x1a\x7f" + attribute, 1)
+    assert broken != event  # the attribute's length now runs past the event's end
+    corrupted = body.replace(event, broken, 1)
+    assert assert_same(corrupted)[0] == "error"
+    span.events[0].name = "\u00e9"
+    bad_name = request.SerializeToString().replace("\u00e9".encode(), b"\xc3\x28", 1)
+    assert assert_same(bad_name)[0] == "error"
+    del span.events[:]
+    span.links.add(trace_id=b"\x01" * 16, span_id=b"\x01" * 8, trace_state="\u00e9")
+    bad_link = request.SerializeToString().replace("\u00e9".encode(), b"\xc3\x28", 1)
+    assert assert_same(bad_link)[0] == "error"
 
 
 def test_a_bytearray_body_is_read_as_is() -> None:
