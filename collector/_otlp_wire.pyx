@@ -83,8 +83,12 @@ cdef inline int buf_i64(Buf* b, int64_t v) except -1:
     return buf_put(b, <char*>&v, 8)
 
 
-cdef bytes buf_bytes(Buf* b):
-    return PyBytes_FromStringAndSize(b.p, b.n)
+cdef bytes buf_take(Buf* b):
+    """The buffer's bytes, its memory freed at once (a large request's columns are copied one by one)."""
+    cdef bytes data = PyBytes_FromStringAndSize(b.p, b.n)
+    free(b.p)
+    b.p, b.n, b.cap = NULL, 0, 0
+    return data
 
 
 # A string column: UTF-8 data, int32 offsets, one validity byte per row (packed into bits at the end).
@@ -496,21 +500,27 @@ cdef class Walk:
     def spans(self) -> int:
         return self.s[S_TRACE].rows
 
-    def string_column(self, int k):
-        """(rows, validity bitmap or None, null count, int32 offsets, UTF-8 data) of string column k."""
+    def take_string_column(self, int k):
+        """(rows, validity bitmap or None, null count, int32 offsets, UTF-8 data) of string column k.
+
+        Once per column: its buffers are handed over (copied, then freed)."""
         cdef StrCol* c = &self.s[k]
+        if c.offsets.p == NULL:
+            raise RuntimeError("string column already taken")
         bitmap, nulls = packed_validity(&c.valid, c.rows)
-        return c.rows, bitmap, nulls, buf_bytes(&c.offsets), buf_bytes(&c.data)
+        return c.rows, bitmap, nulls, buf_take(&c.offsets), buf_take(&c.data)
 
-    def int_column(self, int k):
-        """(rows, validity bitmap or None, null count, int64 data) of integer column k."""
+    def take_int_column(self, int k):
+        """(rows, validity bitmap or None, null count, int64 data) of integer column k, once."""
         cdef IntCol* c = &self.i[k]
+        if c.rows and c.data.p == NULL:
+            raise RuntimeError("integer column already taken")
         bitmap, nulls = packed_validity(&c.valid, c.rows)
-        return c.rows, bitmap, nulls, buf_bytes(&c.data)
+        return c.rows, bitmap, nulls, buf_take(&c.data)
 
-    def list_offsets(self):
-        """The int32 offsets of the events and links lists, one more than the spans each."""
-        return buf_bytes(&self.event_offsets), buf_bytes(&self.link_offsets)
+    def take_list_offsets(self):
+        """The int32 offsets of the events and links lists, one more than the spans each; once."""
+        return buf_take(&self.event_offsets), buf_take(&self.link_offsets)
 
     # --- request, resource, scope ---
 

@@ -512,18 +512,18 @@ def decode_protobuf(body: bytes | bytearray, *, received_unix_nano: int | None =
 
 
 def _walk_table(walk: Any, received: int) -> pa.Table:
-    """SEGMENT_SCHEMA's table of the walker's column buffers (no copy but the context runs)."""
+    """SEGMENT_SCHEMA's table of the walker's column buffers, each copied once into Arrow's."""
     n = walk.spans
     columns: dict[str, pa.Array] = {}
     for k, name in enumerate(_otlp_wire.STRING_COLUMNS):
-        rows, validity, nulls, offsets, data = walk.string_column(k)
+        rows, validity, nulls, offsets, data = walk.take_string_column(k)
         buffers = [validity and pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)]
         columns[name] = pa.Array.from_buffers(pa.string(), rows, buffers, null_count=nulls)
     for k, name in enumerate(_otlp_wire.INT_COLUMNS):
-        rows, validity, nulls, data = walk.int_column(k)
+        rows, validity, nulls, data = walk.take_int_column(k)
         buffers = [validity and pa.py_buffer(validity), pa.py_buffer(data)]
         columns[name] = pa.Array.from_buffers(pa.int64(), rows, buffers, null_count=nulls)
-    event_offsets, link_offsets = walk.list_offsets()
+    event_offsets, link_offsets = walk.take_list_offsets()
     for name, item, offsets in (("events", EVENT_TYPE, event_offsets), ("links", LINK_TYPE, link_offsets)):
         fields = list(item)
         values = pa.StructArray.from_arrays([columns[f"{name}.{f.name}"] for f in fields], fields=fields)
