@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import random
 import sys
+from pathlib import Path
 from typing import Any
 
 import otlp_samples as s
@@ -65,6 +66,15 @@ def test_the_collector_decodes_with_the_compiled_walker(monkeypatch: pytest.Monk
     monkeypatch.setattr(otlp_decode, "decode_protobuf_reference", refuse)
     result = decode_protobuf(s.full_request().SerializeToString())
     assert result.accepted == 1 and result.rejected == 0
+
+
+def test_the_built_walker_is_not_older_than_its_source() -> None:
+    """After a pull that changes the .pyx, the old build would still import: say so until rebuilt."""
+    source = Path(otlp_decode.__file__).with_name("_otlp_wire.pyx")
+    if not source.exists():  # an installed wheel ships the built module only
+        pytest.skip("no source beside the installed module")
+    built = Path(otlp_decode._otlp_wire.__file__)
+    assert built.stat().st_mtime >= source.stat().st_mtime, f"{built.name} is stale: run `make install`"
 
 
 # --- every field of the coverage walk, ordinary and edge values ------------------------------------
