@@ -342,3 +342,19 @@ def test_a_bytearray_body_is_read_as_is() -> None:
         decode_protobuf(body, received_unix_nano=7).table
     )
     assert isinstance(decode_protobuf(memoryview(body)).table, pa.Table)
+
+
+def test_utf8_is_judged_as_python_judges_it() -> None:
+    """Every lead byte with boundary continuation bytes: overlongs, surrogates, past U+10FFFF, cut short."""
+    request = s.simple_request(1)
+    request.resource_spans[0].scope_spans[0].spans[0].attributes.append(s.kv("k", "\x01\x02\x03\x04"))
+    body = request.SerializeToString()
+    assert body.count(b"\x01\x02\x03\x04") == 1
+    seconds = (0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF)
+    judged = set()
+    for lead in range(256):
+        for second in seconds:
+            for rest in ((0x80, 0x80), (0xBF, 0xBF), (0x41, 0x80), (0x80, 0x41)):
+                text = bytes((lead, second, *rest))
+                judged.add(assert_same(body.replace(b"\x01\x02\x03\x04", text))[0])
+    assert judged == {"ok", "error"}
