@@ -416,11 +416,19 @@ def _context_columns(
     runs = [(values, starts[i + 1] - start) for i, (values, start) in enumerate(contexts)]
     runs = [(values, count) for values, count in runs if count]
     # Resource, scope and receipt values repeat for a whole run of spans: Arrow copies them, which
-    # is cheaper than converting the same Python object once per span.
-    columns = {
-        name: _runs_array([(values[i], count) for values, count in runs], _TYPES[name])
-        for i, name in enumerate(_CONTEXT_FIELDS)
-    }
+    # is cheaper than converting the same Python object once per span. Many runs (an SDK batch
+    # holds one per service) are one small array per column, taken by one shared index array.
+    if len(runs) > 2:
+        index = pa.array([i for i, (_, count) in enumerate(runs) for _ in range(count)], pa.int32())
+        columns = {
+            name: pa.array([values[i] for values, _ in runs], _TYPES[name]).take(index)
+            for i, name in enumerate(_CONTEXT_FIELDS)
+        }
+    else:
+        columns = {
+            name: _runs_array([(values[i], count) for values, count in runs], _TYPES[name])
+            for i, name in enumerate(_CONTEXT_FIELDS)
+        }
     columns["received_unix_nano"] = _runs_array([(received, n)], _TYPES["received_unix_nano"])
     return columns
 

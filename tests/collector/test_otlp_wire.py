@@ -358,3 +358,22 @@ def test_utf8_is_judged_as_python_judges_it() -> None:
                 text = bytes((lead, second, *rest))
                 judged.add(assert_same(body.replace(b"\x01\x02\x03\x04", text))[0])
     assert judged == {"ok", "error"}
+
+
+def test_each_span_carries_its_own_resource_and_scope_when_a_request_has_many() -> None:
+    """An SDK batch holds one resource per service: the runs of resource and scope values must line up."""
+    request = ExportTraceServiceRequest()
+    expected = []
+    for r in range(7):
+        resource_spans = request.resource_spans.add(schema_url=f"r{r}" if r % 2 else "")
+        resource_spans.resource.attributes.append(s.kv("service.name", f"svc-{r}"))
+        for k in range(r % 3 + 1):
+            scope_spans = resource_spans.scope_spans.add()
+            scope_spans.scope.name = f"scope-{r}-{k}"
+            spans = s.simple_request(k + r, seed=r * 10 + k).resource_spans[0].scope_spans[0].spans
+            scope_spans.spans.extend(spans)
+            expected += [(f"svc-{r}", f"r{r}" if r % 2 else None, f"scope-{r}-{k}")] * len(spans)
+    table = assert_same(request.SerializeToString())[1]
+    columns = [table[name].to_pylist() for name in ("service_name", "resource_schema_url", "scope_name")]
+    got = zip(*columns, strict=True)
+    assert list(got) == expected and len(expected) > 20
