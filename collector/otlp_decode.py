@@ -519,7 +519,7 @@ def decode_protobuf(body: bytes | bytearray, *, received_unix_nano: int | None =
     return DecodeResult(_walk_table(walk, received), len(walk.reasons), reasons)
 
 
-def _walk_table(walk: Any, received: int) -> pa.Table:
+def _walk_table(walk: _otlp_wire.Walk, received: int) -> pa.Table:
     """SEGMENT_SCHEMA's table of the walker's column buffers, each copied once into Arrow's."""
     n = walk.spans
     columns: dict[str, pa.Array] = {}
