@@ -326,6 +326,31 @@ cdef inline int expect(Field* f, uint32_t wire) except -1:
     return 0
 
 
+# Eight bytes at a time: ASCII needs no UTF-8 check, and plain ASCII (no control character, quote or
+# backslash) no JSON escape. The tests are the classic SWAR ones, exact for "any byte".
+cdef uint64_t HIGH = 0x8080808080808080
+cdef uint64_t ONES = 0x0101010101010101
+
+
+cdef inline uint64_t load8(const uint8_t* s) noexcept:
+    cdef uint64_t w
+    memcpy(&w, s, 8)
+    return w
+
+
+cdef inline bint plain8(uint64_t w) noexcept:
+    cdef uint64_t x
+    if w & HIGH:
+        return False
+    if (w - ONES * 0x20) & ~w & HIGH:  # a byte below 0x20
+        return False
+    x = w ^ (ONES * 0x22)  # a quote
+    if (x - ONES) & ~x & HIGH:
+        return False
+    x = w ^ (ONES * 0x5C)  # a backslash
+    return not ((x - ONES) & ~x & HIGH)
+
+
 cdef bint valid_utf8(const uint8_t* s, Py_ssize_t n) noexcept:
     """Strict UTF-8, as Python's decoder and protobuf check it (no surrogates, overlongs, > U+10FFFF)."""
     cdef Py_ssize_t i = 0
@@ -333,7 +358,10 @@ cdef bint valid_utf8(const uint8_t* s, Py_ssize_t n) noexcept:
     while i < n:
         c = s[i]
         if c < 0x80:
-            i += 1
+            if i + 8 <= n and not (load8(s + i) & HIGH):
+                i += 8
+            else:
+                i += 1
             continue
         if c < 0xC2 or c > 0xF4:
             return False
@@ -374,13 +402,19 @@ cdef int json_string(Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
     buf_reserve(b, n + 2)
     b.p[b.n] = b'"'
     b.n += 1
-    for i in range(n):
+    i = 0
+    while i < n:
+        if i + 8 <= n and plain8(load8(s + i)):
+            i += 8
+            continue
         c = s[i]
         if c >= 0x20 and c != b'"' and c != b'\\':
+            i += 1
             continue
         if i > run:
             buf_put(b, <const char*>s + run, i - run)
-        run = i + 1
+        i += 1
+        run = i
         if c == b'"':
             buf_put(b, b'\\"', 2)
         elif c == b'\\':

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import otlp_samples as s
 import pyarrow as pa
 import pytest
@@ -377,3 +378,14 @@ def test_each_span_carries_its_own_resource_and_scope_when_a_request_has_many() 
     columns = [table[name].to_pylist() for name in ("service_name", "resource_schema_url", "scope_name")]
     got = zip(*columns, strict=True)
     assert list(got) == expected and len(expected) > 20
+
+
+def test_escapes_at_every_offset_of_the_eight_byte_scan() -> None:
+    """The walker skips plain ASCII eight bytes at a time: each special character at each offset."""
+    attributes = []
+    for special in ('"', "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "😀"):
+        for at in range(18):
+            text = "abcdefghijklmnopq"[:at] + special + "rstuvwxyz0123456"[: 17 - at]
+            attributes.append(s.kv(f"{at}{text}", text))
+    table = assert_same(span_with(*attributes))[1]
+    assert len(orjson.loads(table["attributes"][0].as_py())) == len(attributes)
