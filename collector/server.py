@@ -11,6 +11,7 @@ import time
 
 from turnlens.collector.grpc_receiver import GrpcReceiver
 from turnlens.collector.http_receiver import HttpReceiver
+from turnlens.collector.materializing import MaterializeLoop
 from turnlens.collector.receiver import Receiver
 from turnlens.collector.settings import CollectorSettings, parse_address
 from turnlens.collector.store import Store
@@ -27,6 +28,7 @@ class Collector:
         self.receiver: Receiver | None = None
         self.http: HttpReceiver | None = None
         self.grpc: GrpcReceiver | None = None
+        self.materializer: MaterializeLoop | None = None
         self.started_at = time.monotonic()
 
     def start(self) -> None:
@@ -54,6 +56,11 @@ class Collector:
             self.http.start()
         if self.grpc:
             self.grpc.start()
+        if settings.materialize_interval_s is not None:
+            self.materializer = MaterializeLoop(
+                settings.store, settings.materialize_interval_s, margin_s=settings.materialize_margin_s
+            )
+            self.materializer.start()
 
     def describe(self) -> str:
         """The start-up line; tests and scripts wait for it."""
@@ -69,6 +76,8 @@ class Collector:
     def stop(self) -> None:
         """Stop accepting, finish requests in progress, flush the store. Safe to call twice."""
         grace = self.settings.shutdown_grace_s
+        if self.materializer:
+            self.materializer.stop()
         if self.http:
             self.http.stop_accepting()
         if self.grpc:

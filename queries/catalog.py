@@ -151,11 +151,16 @@ def execute_script(
     DuckDB binds parameters in a single statement only: a query of several (a `set variable` first, as every
     one-turn query holds its traces) runs them one by one, each with the parameters it names.
     """
-    body = "\n".join(ln for ln in sql.splitlines() if not ln.lstrip().startswith("--"))
-    statements = [s for s in re.split(r";\s*(?:\n|$)", body) if s.strip()]
+    statements = split_statements(sql)
     for statement in statements[:-1]:
         con.execute(statement, _params_of(statement, params))
     return con.execute(statements[-1], _params_of(statements[-1], params))
+
+
+def split_statements(sql: str) -> list[str]:
+    """The statements of a SQL script, comment lines dropped (a `;` ends a statement at the end of a line)."""
+    body = "\n".join(ln for ln in sql.splitlines() if not ln.lstrip().startswith("--"))
+    return [s for s in re.split(r";\s*(?:\n|$)", body) if s.strip()]
 
 
 def _params_of(statement: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -190,25 +195,30 @@ def describe_views(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str, 
     ]
 
 
-def _sql_string(text: str) -> str:
+def sql_string(text: str) -> str:
     """A SQL string literal. DDL takes no bound parameters, so paths and comments are quoted here."""
     return "'" + text.replace("'", "''") + "'"
 
 
 def render(view: SqlView, segments_glob: str) -> str:
     """The view's SQL with the store's segment location filled in."""
-    return view.sql.replace("{{segments}}", _sql_string(segments_glob))
+    return view.sql.replace("{{segments}}", sql_string(segments_glob))
 
 
 def apply_views(con: duckdb.DuckDBPyConnection, segments_glob: str, views: list[SqlView]) -> None:
     """Creates every view on `con` and attaches its documentation as COMMENT ON."""
     for view in views:
         con.execute(render(view, segments_glob))
-        con.execute(f"comment on view {view.name} is {_sql_string(view.grain)}")
-        actual = {row[0] for row in con.execute(f"describe {view.name}").fetchall()}
-        for column, doc in view.columns.items():
-            if column in actual:
-                con.execute(f"comment on column {view.name}.{column} is {_sql_string(doc)}")
+        comment_view(con, view)
+
+
+def comment_view(con: duckdb.DuckDBPyConnection, view: SqlView) -> None:
+    """Attaches a view's grain and column meanings as COMMENT ON (again when a snapshot view replaces it)."""
+    con.execute(f"comment on view {view.name} is {sql_string(view.grain)}")
+    actual = {row[0] for row in con.execute(f"describe {view.name}").fetchall()}
+    for column, doc in view.columns.items():
+        if column in actual:
+            con.execute(f"comment on column {view.name}.{column} is {sql_string(doc)}")
 
 
 def apply_tables(con: duckdb.DuckDBPyConnection, store_dir: Path, queries_dir: Path = QUERIES_DIR) -> None:
@@ -228,9 +238,9 @@ def apply_tables(con: duckdb.DuckDBPyConnection, store_dir: Path, queries_dir: P
     try:
         for table in load_tables(queries_dir):
             con.execute(table.sql)
-            con.execute(f"comment on table {table.name} is {_sql_string(table.grain)}")
+            con.execute(f"comment on table {table.name} is {sql_string(table.grain)}")
             for column, doc in table.columns.items():
-                con.execute(f"comment on column {table.name}.{column} is {_sql_string(doc)}")
+                con.execute(f"comment on column {table.name}.{column} is {sql_string(doc)}")
     finally:
         con.unregister("settings_rows")
         con.unregister("registry_rows")
@@ -250,7 +260,9 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
     try:
         con.execute("begin")  # one transaction: each COMMENT ON alone would be a commit of its own
         apply_tables(con, store_dir, queries_dir)
-        apply_views(con, segments_glob, load_views(queries_dir))
+        views = load_views(queries_dir)
+        apply_views(con, segments_glob, views)
+        apply_snapshot(con, store_dir, segments_glob, views)
         con.execute("commit")
         con.execute("checkpoint")
     finally:
@@ -258,6 +270,25 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
     Path(f"{tmp}.wal").unlink(missing_ok=True)
     os.replace(tmp, target)
     return target
+
+
+def apply_snapshot(
+    con: duckdb.DuckDBPyConnection, store_dir: Path, segments_glob: str, views: list[SqlView]
+) -> None:
+    """Replaces the materialised views by reads of the store's snapshot, when it has a usable one."""
+    from turnlens.queries import materialize  # it builds on this module
+
+    snapshot = materialize.current_snapshot(store_dir)
+    if snapshot is None:
+        return
+    materialize.apply_derived(con, segments_glob, snapshot, materialize.CATALOG_FILES)
+    con.execute(
+        "comment on view turnlens_snapshot is "
+        + sql_string("the snapshot the materialised views read: rows for spans received up to watermark_at")
+    )
+    for view in views:
+        if view.name in materialize.VIEWS:
+            comment_view(con, view)
 
 
 def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:

@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 from turnlens.collector import segments
-from turnlens.queries import catalog, settings
+from turnlens.queries import catalog, materialize, settings
 
 
 def segments_glob(store_dir: Path) -> str:
@@ -29,6 +29,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="rewrite the store's catalog first (after editing settings/tool_registry.toml)")
     views.add_argument("--format", choices=("table", "csv", "json"), default="table")
     views.set_defaults(func=run_views)
+
+    mat = subparsers.add_parser(
+        "materialize", help="write the snapshot the per-turn views read (collectors run it on an interval)"
+    )
+    mat.add_argument("--store", type=Path, required=True, help="the store folder")
+    mat.add_argument("--full", action="store_true", help="recompute every turn, not only the touched ones")
+    mat.add_argument("--margin", type=float, default=materialize.DEFAULT_MARGIN_S, metavar="SECONDS",
+                     help="cover spans received up to this long ago (default %(default)s)")
+    mat.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
+    mat.add_argument("--memory-limit", default=None, help="DuckDB memory limit, e.g. 4GB (default: DuckDB's)")
+    mat.add_argument("--quiet", action="store_true", help="print nothing on success")
+    mat.set_defaults(func=run_materialize)
 
     query = subparsers.add_parser("query", help="run SQL or a named query against a store's views")
     query.add_argument("sql", metavar="SQL|NAME", help="SQL, or a query name from queries/named/")
@@ -135,4 +147,30 @@ def run_query(args: argparse.Namespace) -> int:
         print(f"turnlens: {exc}", file=sys.stderr)
         return 1
     write_rows(columns, rows, args.format)
+    return 0
+
+
+def run_materialize(args: argparse.Namespace) -> int:
+    """Writes the next snapshot; exit 0 when written, 1 on an error, 75 (EX_TEMPFAIL) if another one runs."""
+    try:
+        summary = materialize.materialize(
+            args.store,
+            segments_glob(args.store),
+            full=args.full,
+            margin_s=args.margin,
+            threads=args.threads,
+            memory_limit=args.memory_limit,
+        )
+    except materialize.MaterializeBusy as exc:
+        print(f"turnlens: {exc}", file=sys.stderr)
+        return 75
+    except duckdb.Error as exc:
+        print(f"turnlens: materialize failed: {exc}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        rows = ", ".join(f"{name} {count}" for name, count in summary["rows"].items())
+        print(
+            f"{summary['mode']} snapshot {summary['generation']} in {summary['seconds']:.1f} s"
+            f" ({summary['buckets']} bucket{'s' if summary['buckets'] != 1 else ''}): {rows}"
+        )
     return 0

@@ -112,28 +112,19 @@ create or replace macro key_traces_of(traces) as (
     ))
 );
 
--- spans_in(traces): the same rows, for the traces of a list only (null: every trace). A constant list reaches the
--- Parquet scan as a filter, so one turn's views (named/turn_timeline_of.sql) read its traces, not the store.
--- The list must hold the traces its links name too, or their identity cannot be inherited.
-create or replace macro spans_in(traces) as table
-with stored as not materialized (  -- read several times, each read projecting only the columns it needs
-    select *
-    from span_copies()
-    -- the range is what makes it fast: a comparison with a constant is a filter the Parquet scan applies to trace_id
-    -- before it decodes the wide columns, where a list (IN) only prunes row groups by their statistics
-    where traces is null
-        or (trace_id between list_min(traces) and list_max(traces) and list_contains(traces, trace_id))
-),
-
-newest_copy as (  -- exporters retry: the newest copy of a (trace_id, span_id) wins (then the last file)
+-- spans_resolved(stored): the spans view's rows over a relation of stored copies named by string (a CTE or view
+-- with span_copies' columns): the copies of whole traces, with the traces their links name. spans_in passes a list's
+-- traces; the fresh part of the materialised views (derived/fresh.sql) passes a semi-join on a table of traces.
+create or replace macro spans_resolved(stored) as table
+with newest_copy as (  -- exporters retry: the newest copy of a (trace_id, span_id) wins (then the last file)
     select trace_id, span_id, max(struct_pack(received := received_unix_nano, file := filename)) as copy
-    from stored
+    from query_table(stored)
     group by trace_id, span_id
 ),
 
 unique_spans as (  -- a semi-join on narrow keys: ~2x faster than a window that drags every column along
     select s.* exclude (filename)
-    from stored as s
+    from query_table(stored) as s
     semi join newest_copy as n
         on n.trace_id = s.trace_id
         and n.span_id = s.span_id
@@ -156,7 +147,7 @@ trace_identity as (  -- where the spans of one trace disagree, the outermost spa
                 started := start_time_unix_nano,
                 ended := -coalesce(end_time_unix_nano, start_time_unix_nano)
             ) as outer_rank
-        from stored
+        from query_table(stored)
         where span_session_id is not null or span_turn_id is not null
     )
     group by trace_id
@@ -169,7 +160,7 @@ linked_identity as (  -- a trace that names neither inherits through its links
         min(coalesce(t.turn_id, s.linked_trace_id)) as turn_id
     from (
         select trace_id, unnest(list_transform(links, lambda link: link.trace_id)) as linked_trace_id
-        from stored
+        from query_table(stored)
         where len(links) > 0
     ) as s
     left join trace_identity as t on t.trace_id = s.linked_trace_id
@@ -186,6 +177,21 @@ select
 from unique_spans as s
 left join trace_identity as t using (trace_id)
 left join linked_identity as l using (trace_id);
+
+-- spans_in(traces): the same rows, for the traces of a list only (null: every trace). A constant list reaches the
+-- Parquet scan as a filter, so one turn's views (named/turn_timeline_of.sql) read its traces, not the store.
+-- The list must hold the traces its links name too, or their identity cannot be inherited.
+create or replace macro spans_in(traces) as table
+with stored as not materialized (  -- read several times, each read projecting only the columns it needs
+    select *
+    from span_copies()
+    -- the range is what makes it fast: a comparison with a constant is a filter the Parquet scan applies to trace_id
+    -- before it decodes the wide columns, where a list (IN) only prunes row groups by their statistics
+    where traces is null
+        or (trace_id between list_min(traces) and list_max(traces) and list_contains(traces, trace_id))
+)
+
+select * from spans_resolved('stored');
 
 create or replace view spans as
 select * from spans_in(null);

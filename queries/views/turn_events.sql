@@ -38,8 +38,9 @@
 --   billing_tokens: turnlens.billing.tokens.
 --   input_kind: turnlens.input.kind (message / typing).
 --   attributes: the row's own attributes as JSON (the event's, or the span's for starts and ends).
--- turn_events_in(traces): the same rows for the traces of a list only (null: every trace); see spans_in.
-create or replace macro turn_events_in(traces) as table
+-- turn_events_from(spans): the same rows over a relation with the spans view's columns, named by string
+-- (turn_events_in passes a list's traces; the materialised views' fresh part passes its own, derived/fresh.sql).
+create or replace macro turn_events_from(spans) as table
 with contract_steps(step) as (  -- the span contract's event names (collector/contract.py EVENT_NAMES)
     values
         ('turn.user_input'), ('stream.progress'), ('stream.completed'), ('cancel.requested'),
@@ -84,7 +85,7 @@ typed_spans as (  -- what a span's events inherit from it (tool identity), as sc
                 '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
                 '$."turnlens.tool.requires_approval"', '$."turnlens.cancel.origin"'
             ]) as inherited
-        from spans_in(traces)
+        from query_table(spans)
     )
 ),
 
@@ -183,6 +184,11 @@ select
     own[18] as input_kind,
     attributes
 from clocked;
+
+-- turn_events_in(traces): the same rows for the traces of a list only (null: every trace); see spans_in.
+create or replace macro turn_events_in(traces) as table
+with resolved_spans as (select * from spans_in(traces))
+select * from turn_events_from('resolved_spans');
 
 create or replace view turn_events as
 select * from turn_events_in(null);

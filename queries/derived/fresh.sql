@@ -1,0 +1,120 @@
+-- The fresh part of the materialised views: which turns spans received after the snapshot's watermark touch, and
+-- those turns recomputed from every stored copy of the traces they need. Created only when DIR/derived holds a
+-- snapshot (queries/materialize.py writes it); {{derived}} is its folder, {{watermark}} the received_unix_nano it
+-- covers (every copy received at or before it is in the snapshot's files).
+--
+-- A snapshot row stays true until a copy received after the watermark changes one of its inputs, and the inputs of
+-- a turn's rows are: the spans of its traces, the identity of the traces they link to, and the spans of other traces
+-- carrying the same idempotency key (the duplicate and cross-turn detectors). So the touched turns are the turns of
+-- the traces with fresh copies, of the traces inheriting their identity through a link, of the traces sharing a key
+-- with them, and the turns fresh copies name; their rows are recomputed, the snapshot's rows of those turns dropped.
+
+-- copies received after the watermark, and their traces (a full build replaces both by its bucket's seed)
+create or replace view turnlens_new_copies as
+select * from span_copies() where received_unix_nano > {{watermark}};
+
+create or replace view turnlens_fresh_traces as
+select distinct trace_id from turnlens_new_copies;
+
+-- the identity side tables as of now: a trace's keys and links are those of all its copies, the snapshot's and the new
+create or replace view turnlens_trace_keys as
+select * from read_parquet({{derived}} || '/trace_keys.parquet')
+union
+select * from turnlens_trace_keys_of('turnlens_new_copies');
+
+create or replace view turnlens_trace_links as
+select * from read_parquet({{derived}} || '/trace_links.parquet')
+union
+select * from turnlens_trace_links_of('turnlens_new_copies');
+
+create or replace view turnlens_snapshot_trace_turns as
+select * from read_parquet({{derived}} || '/trace_turns.parquet');
+
+-- traces whose rows may change: fresh ones, those inheriting identity from one, those sharing a key with one
+create or replace view turnlens_touched_traces as
+select trace_id from turnlens_fresh_traces
+union
+select trace_id from turnlens_trace_links semi join turnlens_fresh_traces on linked_trace_id = turnlens_fresh_traces.trace_id
+union
+select k.trace_id
+from turnlens_trace_keys as k
+semi join (select idempotency_key from turnlens_trace_keys semi join turnlens_fresh_traces using (trace_id)) as f
+    using (idempotency_key);
+
+-- turn ids to recompute: the snapshot's turns of the touched traces and of the traces they link to, the turns fresh
+-- copies name, and the touched traces themselves (a trace naming no turn is a turn of its own)
+create or replace view turnlens_touched_turn_ids as
+select turn_id from turnlens_snapshot_trace_turns semi join turnlens_touched_traces using (trace_id)
+union
+select t.turn_id
+from turnlens_snapshot_trace_turns as t
+semi join (select linked_trace_id from turnlens_trace_links semi join turnlens_touched_traces using (trace_id)) as l
+    on l.linked_trace_id = t.trace_id
+union
+select span_turn_id from turnlens_new_copies where span_turn_id is not null
+union
+select trace_id from turnlens_touched_traces;
+
+-- every trace the recomputation reads: the snapshot's traces of those turns, the touched traces, the traces sharing
+-- an idempotency key with any of them, and the traces all of these link to (whose identity they inherit)
+create or replace view turnlens_fresh_input as
+with turn_traces as (
+    select trace_id from turnlens_snapshot_trace_turns semi join turnlens_touched_turn_ids using (turn_id)
+    union
+    select trace_id from turnlens_touched_traces
+),
+
+keyed as (
+    select trace_id from turn_traces
+    union
+    select k.trace_id
+    from turnlens_trace_keys as k
+    semi join (select idempotency_key from turnlens_trace_keys semi join turn_traces using (trace_id)) as shared
+        using (idempotency_key)
+)
+
+select trace_id from keyed
+union
+select linked_trace_id from turnlens_trace_links semi join keyed using (trace_id);
+
+create or replace view turnlens_fresh_spans as
+with stored as not materialized (
+    select * from span_copies() semi join turnlens_fresh_input using (trace_id)
+)
+
+select * from spans_resolved('stored');
+
+-- the turns (session_id, turn_id) whose snapshot rows the fresh part replaces
+create or replace view turnlens_fresh_turns as
+select session_id, turn_id from turnlens_snapshot_trace_turns semi join turnlens_touched_turn_ids using (turn_id)
+union
+select session_id, turn_id
+from turnlens_fresh_spans
+where trace_id in (select trace_id from turnlens_touched_traces)
+    or turn_id in (select turn_id from turnlens_touched_turn_ids);
+
+create or replace view turnlens_fresh_trace_turns as
+select distinct trace_id, session_id, turn_id from turnlens_fresh_spans;
+
+create or replace view turnlens_fresh_events as
+select * from turn_events_from('turnlens_fresh_spans');
+
+create or replace view turnlens_fresh_side_effects as
+select * from side_effects_of('turnlens_fresh_events');
+
+create or replace view turnlens_fresh_cancel_acks as
+select * from cancel_acks_of('turnlens_fresh_events');
+
+create or replace view turnlens_fresh_layer_verdicts as
+select * from layer_verdicts_of('turnlens_fresh_events');
+
+create or replace view turnlens_fresh_divergences as
+select * from divergences_of('turnlens_fresh_events');
+
+create or replace view turnlens_fresh_turn_usage as
+select * from turn_usage_of('turnlens_fresh_events', 'turnlens_fresh_cancel_acks');
+
+create or replace view turnlens_fresh_turns_rows as
+select * from turns_of(
+    'turnlens_fresh_events', 'turnlens_fresh_side_effects', 'turnlens_fresh_divergences', 'turnlens_fresh_cancel_acks'
+);

@@ -1,0 +1,25 @@
+-- What a snapshot records of each trace besides its turn, as macros over a relation of stored copies named by
+-- string: the whole store for a full build (derived/build.sql), the fresh copies for the fresh part (fresh.sql).
+
+-- trace_keys_of(stored): (trace_id, idempotency_key) for every key a trace's spans or span events carry.
+create or replace macro turnlens_trace_keys_of(stored) as table
+select distinct trace_id, idempotency_key
+from (
+    select trace_id, json_extract_string(attributes, '$."turnlens.idempotency_key"') as idempotency_key
+    from query_table(stored)
+    union all
+    select trace_id, json_extract_string(unnest(list_transform(events, lambda e: e.attributes)),
+        '$."turnlens.idempotency_key"')
+    from query_table(stored)
+)
+where idempotency_key is not null;
+
+-- trace_links_of(stored): (trace_id, linked_trace_id) for every link a trace's spans carry.
+create or replace macro turnlens_trace_links_of(stored) as table
+select distinct trace_id, linked_trace_id
+from (
+    select trace_id, unnest(list_transform(links, lambda link: link.trace_id)) as linked_trace_id
+    from query_table(stored)
+    where len(links) > 0
+)
+where linked_trace_id <> trace_id;

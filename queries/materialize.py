@@ -1,0 +1,332 @@
+"""Materialises the per-turn catalogue views into a snapshot: reading them costs a file read, not detectors.
+
+A snapshot is a folder `DIR/derived/gen-<watermark>/` of Parquet files: the rows of `turns`, `side_effects`,
+`cancel_acks`, `layer_verdicts`, `divergences` and `turn_usage`, and three side tables (each trace's turn, its
+idempotency keys, its links) that tell which turns a newer span touches. It covers every stored copy received
+at or before its watermark. With a snapshot in place the store's catalogue defines those six views as reads of
+it (derived/snapshot.sql); their live form stays callable as macros, e.g. `divergences_of('turn_events')`.
+
+The first snapshot (or `--full`) recomputes every turn, a bucket of turns at a time so memory stays bounded.
+Later ones refresh: the previous snapshot's rows for untouched turns, and the turns that copies received since
+touched, recomputed from all their traces (derived/fresh.sql, derived/materialized.sql). `current.json` in
+`DIR/derived` names the snapshot in use; the catalogue is rewritten to read it, and replaced snapshots leave
+the disk after a grace period, as replaced segments do.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from turnlens.queries import catalog, registry
+
+DERIVED_DIR = "derived"
+CURRENT_FILE = "current.json"
+LOCK_FILE = ".lock"
+DERIVED_SQL = catalog.QUERIES_DIR / "derived"
+BUILD_SQL = DERIVED_SQL / "build" / "steps.sql"
+# the views a snapshot holds, in the order they are written; each has one row per turn or finer (session_id,
+# turn_id)
+VIEWS = ("side_effects", "cancel_acks", "layer_verdicts", "divergences", "turn_usage", "turns")
+IDENTITY = ("trace_turns", "trace_keys", "trace_links")
+FRESH_VIEW = {view: f"turnlens_fresh_{view}" for view in VIEWS} | {"turns": "turnlens_fresh_turns_rows"}
+DEFAULT_MARGIN_S = 10.0  # a copy received this long before a snapshot started is durable in a segment by then
+DEFAULT_BUCKET_SPANS = (
+    1_000_000  # stored copies per bucket of a full build (~4-6 GB of DuckDB memory at most)
+)
+DEFAULT_REFRESH_LIMIT = 1_000_000  # fresh copies above which a refresh becomes a full build
+REFRESH_FILES = ("identity.sql", "fresh.sql", "materialized.sql")  # a refresh: snapshot plus fresh part
+CATALOG_FILES = ("snapshot.sql",)  # the store's catalogue: the six views read the snapshot
+GRACE_S = (
+    300.0  # as compaction keeps replaced segments: a reader's open catalogue may still name the old snapshot
+)
+
+TIMINGS: dict[str, float] = defaultdict(float)  # seconds per step of the last materialize()
+_STEP = re.compile(r"^-- step: (\w+)$", re.MULTILINE)
+
+
+class MaterializeBusy(Exception):
+    """Another process is writing a snapshot of this store."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The snapshot a store's catalogue reads: its folder and the received_unix_nano it covers."""
+
+    folder: Path
+    watermark: int
+    registry_sha256: str
+    built_unix: float = 0.0
+
+
+def registry_fingerprint(store_dir: Path) -> str:
+    """A snapshot's side_effects depend on the tool registry; one written under another registry is not
+    used."""
+    path = store_dir / registry.REGISTRY_FILE
+    return hashlib.sha256(path.read_bytes() if path.exists() else b"").hexdigest()
+
+
+def current_snapshot(store_dir: Path) -> Snapshot | None:
+    """The snapshot `current.json` names, if it is whole and was written under the store's current tool
+    registry."""
+    try:
+        manifest = json.loads((store_dir / DERIVED_DIR / CURRENT_FILE).read_text())
+        snapshot = Snapshot(
+            folder=store_dir / DERIVED_DIR / manifest["generation"],
+            watermark=int(manifest["watermark_unix_nano"]),
+            registry_sha256=str(manifest["registry_sha256"]),
+            built_unix=float(manifest["built_unix"]),
+        )
+    except (FileNotFoundError, KeyError, ValueError):
+        return None
+    if snapshot.registry_sha256 != registry_fingerprint(store_dir) or not snapshot.folder.is_dir():
+        return None
+    return snapshot
+
+
+def build_steps() -> dict[str, str]:
+    """The statements of derived/build/steps.sql by step name."""
+    text = BUILD_SQL.read_text()
+    parts = _STEP.split(text)
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def render_derived(sql: str, segments_glob: str, snapshot: Snapshot) -> str:
+    """A derived SQL file with the store's locations and the snapshot's watermark filled in (DDL binds
+    nothing)."""
+    return (
+        sql.replace("{{segments}}", catalog.sql_string(segments_glob))
+        .replace("{{derived}}", catalog.sql_string(str(snapshot.folder.resolve())))
+        .replace("{{watermark}}", str(int(snapshot.watermark)))
+        .replace("{{generation}}", catalog.sql_string(snapshot.folder.name))
+        .replace("{{built}}", repr(float(snapshot.built_unix)))
+    )
+
+
+def apply_derived(
+    con: duckdb.DuckDBPyConnection, segments_glob: str, snapshot: Snapshot, files: tuple[str, ...]
+) -> None:
+    """Runs files of derived/ (REFRESH_FILES in the materialiser, CATALOG_FILES in the store's catalogue)."""
+    listed = catalog.read_order(DERIVED_SQL)
+    for name in files:
+        if name not in listed:
+            raise catalog.CatalogError(f"{DERIVED_SQL / '_order'} does not list {name}")
+        for statement in catalog.split_statements((DERIVED_SQL / name).read_text()):
+            con.execute(render_derived(statement, segments_glob, snapshot))
+
+
+@contextmanager
+def _lock(store_dir: Path) -> Iterator[None]:
+    folder = store_dir / DERIVED_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise MaterializeBusy(f"another process is materialising {store_dir}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _copy(
+    con: duckdb.DuckDBPyConnection, select: str, target: Path, params: Mapping[str, Any] | None = None
+) -> int:
+    """Writes a query's rows to one Parquet file; returns the row count."""
+    started = time.perf_counter()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    statement = (
+        f"copy ({select.rstrip(';')}) to {catalog.sql_string(str(target))} (format parquet, compression zstd)"
+    )
+    con.execute(statement, dict(params or {}))
+    [(rows,)] = con.execute(
+        f"select count(*) from read_parquet({catalog.sql_string(str(target))})"
+    ).fetchall()
+    TIMINGS[target.name if target.parent.name.startswith(".gen") else target.parent.name] += (
+        time.perf_counter() - started
+    )
+    return int(rows)
+
+
+def _hold_fresh_part(con: duckdb.DuckDBPyConnection, steps: dict[str, str], *, turns: bool) -> None:
+    """Computes the fresh part's traces, spans, events (and turns) once, for the six views written from
+    them."""
+    started = time.perf_counter()
+    for statement in catalog.split_statements(steps["hold_sets"]):
+        con.execute(statement)
+    TIMINGS["hold_sets"] += time.perf_counter() - started
+    for name in (
+        ("hold_input", "use_held_input", "hold_spans", "use_held_spans")
+        + (("hold_turns", "use_held_turns") if turns else ())
+        + ("hold_events", "use_held_events")
+    ):
+        started = time.perf_counter()
+        con.execute(steps[name])
+        TIMINGS[name] += time.perf_counter() - started
+    started = time.perf_counter()
+    for statement in catalog.split_statements(steps["hold_views"]):
+        con.execute(statement)
+    TIMINGS["hold_views"] += time.perf_counter() - started
+
+
+def _write_views(
+    con: duckdb.DuckDBPyConnection, folder: Path, part: str, source: Mapping[str, str]
+) -> dict[str, int]:
+    rows = {}
+    for view in VIEWS:
+        rows[view] = _copy(
+            con,
+            f"select * from {source[view]} semi join turnlens_fresh_turns using (session_id, turn_id)"
+            if source is FRESH_VIEW
+            else f"select * from {source[view]}",
+            folder / view / f"{part}.parquet",
+        )
+    return rows
+
+
+def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_limit: str | None) -> Any:
+    con = duckdb.connect()
+    if threads:
+        con.execute(f"set threads = {int(threads)}")  # SET binds no parameters
+    if memory_limit:
+        con.execute(f"set memory_limit = {catalog.sql_string(memory_limit)}")
+    con.execute("set preserve_insertion_order = false")
+    catalog.apply_tables(con, store_dir)
+    catalog.apply_views(con, segments_glob, catalog.load_views())
+    return con
+
+
+def materialize(
+    store_dir: Path,
+    segments_glob: str,
+    *,
+    full: bool = False,
+    margin_s: float = DEFAULT_MARGIN_S,
+    bucket_spans: int = DEFAULT_BUCKET_SPANS,
+    refresh_limit: int = DEFAULT_REFRESH_LIMIT,
+    threads: int | None = None,
+    memory_limit: str | None = None,
+    now_ns: int | None = None,
+) -> dict[str, Any]:
+    """Writes the next snapshot of the store, makes it current and rewrites the catalogue to read it.
+
+    Returns what it did: mode (full / refresh), watermark, rows per table, buckets, seconds.
+    Raises MaterializeBusy when another process holds the store's snapshot lock.
+    """
+    started = time.perf_counter()
+    TIMINGS.clear()
+    watermark = (now_ns if now_ns is not None else time.time_ns()) - int(margin_s * 1e9)
+    steps = build_steps()
+    with _lock(store_dir):
+        previous = current_snapshot(store_dir)
+        con = _connect(store_dir, segments_glob, threads, memory_limit)
+        try:
+            generation = f"gen-{watermark}"
+            tmp = store_dir / DERIVED_DIR / f".{generation}.{os.getpid()}.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            fresh = None
+            if previous is not None and not full:
+                [(fresh,)] = con.execute(steps["count_fresh"], {"watermark": previous.watermark}).fetchall()
+            if previous is not None and fresh is not None and fresh <= refresh_limit:
+                summary = _refresh(con, steps, segments_glob, previous, tmp)
+            else:
+                summary = _full_build(con, steps, segments_glob, tmp, bucket_spans)
+        finally:
+            con.close()
+        final = store_dir / DERIVED_DIR / generation
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        manifest: dict[str, Any] = {
+            "generation": generation,
+            "watermark_unix_nano": watermark,
+            "registry_sha256": registry_fingerprint(store_dir),
+            "built_unix": time.time(),
+            "fresh_copies": fresh,
+            **summary,
+        }
+        current = store_dir / DERIVED_DIR / CURRENT_FILE
+        tmp_current = current.with_name(f".{CURRENT_FILE}.{os.getpid()}.tmp")
+        tmp_current.write_text(json.dumps(manifest, indent=2) + "\n")
+        os.replace(tmp_current, current)
+        catalog.write_catalog(store_dir, segments_glob)
+        manifest["removed_generations"] = remove_old_generations(store_dir, keep={generation})
+    manifest["seconds"] = round(time.perf_counter() - started, 3)
+    manifest["step_seconds"] = {name: round(seconds, 3) for name, seconds in TIMINGS.items()}
+    return manifest
+
+
+def _refresh(
+    con: duckdb.DuckDBPyConnection, steps: dict[str, str], segments_glob: str, previous: Snapshot, tmp: Path
+) -> dict[str, Any]:
+    """The current views (the previous snapshot plus the recomputed touched turns), written as the next
+    snapshot."""
+    apply_derived(con, segments_glob, previous, REFRESH_FILES)
+    _hold_fresh_part(con, steps, turns=True)
+    rows = {name: _copy(con, steps[f"refresh_{name}"], tmp / f"{name}.parquet") for name in IDENTITY}
+    rows |= _write_views(con, tmp, "part-00000", {view: view for view in VIEWS})
+    [(touched,)] = con.execute("select count(*) from turnlens_fresh_turns").fetchall()
+    return {"mode": "refresh", "rows": rows, "touched_turns": int(touched), "buckets": 1}
+
+
+def _full_build(
+    con: duckdb.DuckDBPyConnection, steps: dict[str, str], segments_glob: str, tmp: Path, bucket_spans: int
+) -> dict[str, Any]:
+    """Every turn recomputed: the identity tables over the whole store, then the views a bucket of turns
+    at a time."""
+    con.execute(steps["all_copies"])
+    apply_derived(
+        con, segments_glob, Snapshot(folder=tmp, watermark=0, registry_sha256=""), files=("identity.sql",)
+    )
+    rows = {name: _copy(con, steps[f"full_{name}"], tmp / f"{name}.parquet") for name in IDENTITY}
+    [(copies,)] = con.execute(steps["count_copies"]).fetchall()
+    buckets = max(1, math.ceil(int(copies) / bucket_spans))
+    building = Snapshot(folder=tmp, watermark=0, registry_sha256="")
+    apply_derived(con, segments_glob, building, files=("fresh.sql",))
+    con.execute(steps["buckets"], {"buckets": buckets})
+    view_rows = dict.fromkeys(VIEWS, 0)
+    for bucket in range(buckets):
+        con.execute(steps["seed_bucket"], {"bucket": bucket})
+        apply_derived(
+            con, segments_glob, building, files=("fresh.sql",)
+        )  # the held views of the last bucket go
+        for statement in catalog.split_statements(steps["seeded_fresh_traces"]):
+            con.execute(render_derived(statement, segments_glob, building))
+        con.execute(steps["bucket_turns"], {"bucket": bucket})
+        con.execute(steps["use_bucket_turns"])
+        _hold_fresh_part(con, steps, turns=False)
+        for view, count in _write_views(con, tmp, f"part-{bucket:05d}", FRESH_VIEW).items():
+            view_rows[view] += count
+    return {"mode": "full", "rows": rows | view_rows, "buckets": buckets, "copies": int(copies)}
+
+
+def remove_old_generations(store_dir: Path, keep: set[str], grace_s: float = GRACE_S) -> list[str]:
+    """Deletes snapshot folders other than `keep` once they have been replaced for longer than the grace
+    period."""
+    removed = []
+    now = time.time()
+    for folder in sorted((store_dir / DERIVED_DIR).glob("gen-*")):
+        if folder.name in keep or now - folder.stat().st_mtime < grace_s:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder.name)
+    for stale in (store_dir / DERIVED_DIR).glob(".gen-*.tmp"):  # a build that died
+        if now - stale.stat().st_mtime > grace_s:
+            shutil.rmtree(stale, ignore_errors=True)
+    return removed

@@ -1,0 +1,121 @@
+"""The materialised views answer exactly as the plain views do: after a full build (in several buckets), and
+after a
+refresh that folds in spans received later, including late spans of turns the snapshot already holds."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from turnlens.queries import catalog, materialize
+from turnlens.queries.commands import segments_glob
+
+from turnlens.cli import main
+
+SAMPLE_DATA = Path(__file__).resolve().parents[2] / "sample_data"
+# each materialised view as the catalogue defines it without a snapshot: computed from the spans now
+PLAIN = {
+    "side_effects": "side_effects_of('turn_events')",
+    "cancel_acks": "cancel_acks_of('turn_events')",
+    "layer_verdicts": "layer_verdicts_of('turn_events')",
+    "divergences": "divergences_of('turn_events')",
+    "turn_usage": "turn_usage_of('turn_events', 'plain_cancel_acks')",
+    "turns": "turns_of('turn_events', 'plain_side_effects', 'plain_divergences', 'plain_cancel_acks')",
+}
+
+
+def plain_rows(store: Path) -> dict[str, list[tuple]]:
+    """Every row of the six views computed from the spans, in a catalogue of our own with no snapshot."""
+    con = duckdb.connect()
+    catalog.apply_tables(con, store)
+    catalog.apply_views(con, segments_glob(store), catalog.load_views())
+    for view in ("side_effects", "cancel_acks", "divergences"):
+        con.execute(f"create temp table plain_{view} as select * from {PLAIN[view]}")
+    rows = {
+        view: con.execute(f"select * from {source} order by all").fetchall() for view, source in PLAIN.items()
+    }
+    con.close()
+    return rows
+
+
+def snapshot_rows(store: Path) -> dict[str, list[tuple]]:
+    with catalog.connect(store) as con:
+        return {view: con.execute(f"select * from {view} order by all").fetchall() for view in PLAIN}
+
+
+def ingest(store: Path, lines: list[bytes], path: Path) -> None:
+    path.write_bytes(b"".join(lines))
+    assert main(["ingest", "--store", str(store), "--quiet", str(path)]) == 0
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
+    """The simulator's export requests (OTLP JSON lines) for a mix of every scenario."""
+    out = tmp_path_factory.mktemp("fleet") / "fleet.jsonl.gz"
+    assert main(["simulate", "--sessions", "240", "--seed", "7", "--out", str(out), "--quiet"]) == 0
+    return gzip.decompress(out.read_bytes()).splitlines(keepends=True)
+
+
+@pytest.mark.slow
+def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path, fleet: list[bytes]) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
+    # every other export request now, the rest later: most turns and keys end up with spans on both sides
+    ingest(store, fleet[0::2], tmp_path / "first.jsonl")
+    first = materialize.materialize(store, segments_glob(store), margin_s=0, bucket_spans=2_000)
+    assert first["mode"] == "full" and first["buckets"] > 1
+    assert snapshot_rows(store) == plain_rows(store)
+
+    time.sleep(0.01)
+    ingest(store, fleet[1::2], tmp_path / "second.jsonl")
+    stale = snapshot_rows(store)
+    assert stale != plain_rows(store), (
+        "the second half changes the views; the snapshot shows them as of its watermark"
+    )
+    with catalog.connect(store) as con:
+        [(watermark,)] = con.execute("select watermark_unix_nano from turnlens_snapshot").fetchall()
+    assert watermark == first["watermark_unix_nano"]
+
+    second = materialize.materialize(store, segments_glob(store), margin_s=0)
+    assert second["mode"] == "refresh" and second["fresh_copies"] > 0 and second["touched_turns"] > 0
+    assert snapshot_rows(store) == plain_rows(store)
+    divergences = json.dumps(second["rows"])
+    assert second["rows"]["divergences"] > 0, divergences
+
+    third = materialize.materialize(store, segments_glob(store), margin_s=0, full=True)
+    assert third["mode"] == "full" and third["rows"] == second["rows"]
+
+
+def test_a_snapshot_of_another_tool_registry_is_not_used(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
+    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
+    materialize.materialize(store, segments_glob(store), margin_s=0)
+    assert materialize.current_snapshot(store) is not None
+    with catalog.connect(store) as con:
+        assert con.execute("select count(*) from turnlens_snapshot").fetchall() == [(1,)]
+
+    # a tier changes: side_effects computed under the old registry would be wrong, so the views go back
+    # to live
+    registry = store / "tool_registry.toml"
+    registry.write_text(registry.read_text() + "\n# edited\n")
+    catalog.write_catalog(store, segments_glob(store))
+    assert materialize.current_snapshot(store) is None
+    with catalog.connect(store) as con:
+        assert con.execute(
+            "select count(*) from duckdb_views() where view_name = 'turnlens_snapshot'"
+        ).fetchall() == [(0,)]
+    assert snapshot_rows(store) == plain_rows(store)
+
+
+def test_a_second_materialiser_is_refused_while_one_runs(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with materialize._lock(store), pytest.raises(materialize.MaterializeBusy):
+        materialize.materialize(store, segments_glob(store))
