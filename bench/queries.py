@@ -7,7 +7,10 @@ of issue 4: all of `divergences` over 10M spans < 5 s, one turn's `turn_timeline
     .venv/bin/python bench/queries.py --store /tmp/bench-1m   # reuse a store built before
 
 The store is built from OTLP protobuf requests decoded by collector/otlp_decode.py and written as
-segments by collector/segments.py, the size compaction leaves them. Figures go to stdout as JSON too.
+segments by collector/segments.py, the size compaction leaves them. The per-turn views read the store's
+snapshot (queries/materialize.py), as they do under a running collector: the script writes a full one when
+the store has none and reports how long it took, then re-sends `--fresh` spans as new copies (a retried
+export) and times the refresh that folds them in. Figures go to stdout as JSON too.
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm import tqdm
 from turnlens.collector import segments
 from turnlens.collector.otlp_decode import decode_protobuf
-from turnlens.queries import catalog
+from turnlens.queries import catalog, materialize
 from turnlens.queries.commands import segments_glob
 from turnlens.sample_data.fast import counted_requests
 
@@ -85,6 +89,20 @@ def build_store(store: Path, spans: int, segment_rows: int = 500_000) -> None:
     catalog.write_catalog(store, segments_glob(store))
 
 
+def resend_as_fresh(store: Path, spans: int) -> int:
+    """Writes `spans` stored rows again as a segment received now: a retried export a refresh folds in."""
+    source = next(
+        p for p in sorted(segments.segment_files(store / segments.SEGMENTS_DIR)) if "1970" not in str(p)
+    )
+    table = pq.read_table(source).slice(0, spans)
+    received = table.schema.get_field_index("received_unix_nano")
+    table = table.set_column(
+        received, "received_unix_nano", pa.array([time.time_ns()] * table.num_rows, pa.int64())
+    )
+    segments.write_segment(table, source.parent / f"bench-fresh-{time.time_ns()}{segments.SEGMENT_SUFFIX}")
+    return int(table.num_rows)
+
+
 def read_all(con: duckdb.DuckDBPyConnection, view: str) -> int:
     """Reads every row of a view (as the dashboard or an export would), returning the row count."""
     return int(catalog.read_view(con, view).to_arrow_table().num_rows)
@@ -109,6 +127,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (the median is reported)")
     parser.add_argument("--all-views", action="store_true", help="also time a full read of every view")
     parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
+    parser.add_argument(
+        "--fresh", type=int, default=10_000, help="spans re-sent before timing a refresh (0: none)"
+    )
     args = parser.parse_args()
 
     store = args.store or Path(tempfile.mkdtemp(prefix="turnlens-bench-"))
@@ -120,6 +141,20 @@ def main() -> int:
         catalog.write_catalog(store, segments_glob(store))  # the views of this checkout
 
     results: dict[str, Any] = {}
+    glob = segments_glob(store)
+    if materialize.current_snapshot(store) is None:
+        full = materialize.materialize(store, glob, margin_s=0, threads=args.threads)
+        print(f"full snapshot: {full['seconds']:.0f} s in {full['buckets']} buckets; rows {full['rows']}")
+        results["snapshot_full_s"] = full["seconds"]
+    if args.fresh:
+        resent = resend_as_fresh(store, args.fresh)
+        refresh = materialize.materialize(store, glob, margin_s=0, threads=args.threads)
+        print(
+            f"refresh after {resent} re-sent spans: {refresh['seconds']:.1f} s,"
+            f" {refresh.get('touched_turns')} turns recomputed ({refresh['mode']})"
+        )
+        results["snapshot_refresh_s"] = refresh["seconds"]
+        results["snapshot_refresh_fresh_copies"] = refresh["fresh_copies"]
     con = catalog.connect(store)
     if args.threads:
         con.execute(f"set threads = {int(args.threads)}")  # SET takes no bound parameters

@@ -80,16 +80,16 @@ def read_settings() -> Settings:
 
 
 def harden(con: duckdb.DuckDBPyConnection, store_dir: Path, *, memory_limit: str | None = None) -> None:
-    """Lets the connection read the store's segments and nothing else on disk or network, for good.
+    """Lets the connection read the store's segments and snapshots, nothing else on disk or network, for good.
 
     `enable_external_access = false` alone also stops the views, which read Parquet files; so the
-    segments folder is allowed first, then access is closed and the configuration locked so no
-    query (the SQL console's included) can open it again.
+    segments and derived (materialised views) folders are allowed first, then access is closed and the
+    configuration locked so no query (the SQL console's included) can open it again.
     """
-    segments = str((store_dir / "segments").resolve()) + "/"
+    folders = [str((store_dir / name).resolve()) + "/" for name in ("segments", "derived")]
     if memory_limit:
         con.execute("set memory_limit = $limit", {"limit": memory_limit})
-    con.execute("set allowed_directories = $dirs", {"dirs": [segments]})
+    con.execute("set allowed_directories = $dirs", {"dirs": folders})
     con.execute("set enable_external_access = false")
     con.execute("set lock_configuration = true")
 

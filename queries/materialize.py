@@ -49,7 +49,7 @@ DEFAULT_BUCKET_SPANS = (
 )
 DEFAULT_REFRESH_LIMIT = 1_000_000  # fresh copies above which a refresh becomes a full build
 REFRESH_FILES = ("identity.sql", "fresh.sql", "materialized.sql")  # a refresh: snapshot plus fresh part
-CATALOG_FILES = ("snapshot.sql",)  # the store's catalogue: the six views read the snapshot
+CATALOG_FILES = ("identity.sql", "snapshot.sql")  # the store's catalogue: the six views read the snapshot
 GRACE_S = (
     300.0  # as compaction keeps replaced segments: a reader's open catalogue may still name the old snapshot
 )

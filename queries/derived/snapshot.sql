@@ -28,3 +28,71 @@ select * from read_parquet({{derived}} || '/turn_usage/*.parquet');
 
 create or replace view turns as
 select * from read_parquet({{derived}} || '/turns/*.parquet');
+
+-- turn_traces_of(turns) and key_traces_of(traces), as base/spans.sql defines them, found from the snapshot's side
+-- tables (sorted files of a few columns) plus the copies received after its watermark, instead of a scan of the
+-- whole store: one turn's named queries (its timeline, its findings) stay live and read only its traces.
+create or replace macro turn_traces_of(turns) as (
+    with new_copies as (
+        select trace_id, span_turn_id, links from span_copies() where received_unix_nano > {{watermark}}
+    ),
+
+    links as (
+        select trace_id, linked_trace_id from read_parquet({{derived}} || '/trace_links.parquet')
+        union
+        select trace_id, unnest(list_transform(links, lambda link: link.trace_id)) as linked_trace_id
+        from new_copies
+        where len(links) > 0
+    ),
+
+    naming as (
+        select trace_id from read_parquet({{derived}} || '/trace_turns.parquet') where list_contains(turns, turn_id)
+        union
+        select trace_id from new_copies where list_contains(turns, span_turn_id) or list_contains(turns, trace_id)
+    ),
+
+    candidates as (
+        select trace_id from naming
+        union
+        select trace_id from links
+        where list_contains(turns, linked_trace_id) or linked_trace_id in (select trace_id from naming)
+    )
+
+    select coalesce(list(distinct trace_id), [])
+    from (
+        select trace_id from candidates
+        union all
+        select linked_trace_id from links where trace_id in (select trace_id from candidates)
+    )
+);
+
+create or replace macro key_traces_of(traces) as (
+    with new_copies as (
+        select trace_id, attributes, events, links from span_copies() where received_unix_nano > {{watermark}}
+    ),
+
+    keys as (
+        select trace_id, idempotency_key from read_parquet({{derived}} || '/trace_keys.parquet')
+        union
+        select * from turnlens_trace_keys_of('new_copies')
+    ),
+
+    links as (
+        select trace_id, linked_trace_id from read_parquet({{derived}} || '/trace_links.parquet')
+        union
+        select * from turnlens_trace_links_of('new_copies')
+    ),
+
+    sharing as (
+        select distinct trace_id
+        from keys
+        where idempotency_key in (select idempotency_key from keys where list_contains(traces, trace_id))
+            and not list_contains(traces, trace_id)
+    )
+
+    select list_distinct(list_concat(
+        traces,
+        coalesce((select list(trace_id) from sharing), []),
+        coalesce((select list(linked_trace_id) from links where trace_id in (select trace_id from sharing)), [])
+    ))
+);

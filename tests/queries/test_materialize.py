@@ -29,11 +29,26 @@ PLAIN = {
 }
 
 
-def plain_rows(store: Path) -> dict[str, list[tuple]]:
-    """Every row of the six views computed from the spans, in a catalogue of our own with no snapshot."""
+def plain_connection(store: Path) -> duckdb.DuckDBPyConnection:
+    """A catalogue of our own over the store's segments, with no snapshot: every view computed from the spans."""
     con = duckdb.connect()
     catalog.apply_tables(con, store)
     catalog.apply_views(con, segments_glob(store), catalog.load_views())
+    return con
+
+
+def one_turn_rows(con: duckdb.DuckDBPyConnection, turns: list[tuple[str, str]]) -> list[list[tuple]]:
+    """What the Turn detail page reads of each turn: its timeline and its findings (named queries)."""
+    return [
+        sorted(catalog.run_named(con, name, {"session": session, "turn": turn}).fetchall(), key=repr)
+        for session, turn in turns
+        for name in ("turn_timeline_of", "findings_of_turn")
+    ]
+
+
+def plain_rows(store: Path) -> dict[str, list[tuple]]:
+    """Every row of the six views computed from the spans, in a catalogue of our own with no snapshot."""
+    con = plain_connection(store)
     for view in ("side_effects", "cancel_acks", "divergences"):
         con.execute(f"create temp table plain_{view} as select * from {PLAIN[view]}")
     rows = {
@@ -81,6 +96,15 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     with catalog.connect(store) as con:
         [(watermark,)] = con.execute("select watermark_unix_nano from turnlens_snapshot").fetchall()
     assert watermark == first["watermark_unix_nano"]
+
+    # one turn's queries stay live: found from the snapshot's side tables plus the copies received since
+    plain = plain_connection(store)
+    turns = plain.execute(
+        "select distinct session_id, turn_id from divergences_of('turn_events') order by all limit 12"
+    ).fetchall()
+    with catalog.connect(store) as con:
+        assert one_turn_rows(con, turns) == one_turn_rows(plain, turns)
+    plain.close()
 
     second = materialize.materialize(store, segments_glob(store), margin_s=0)
     assert second["mode"] == "refresh" and second["fresh_copies"] > 0 and second["touched_turns"] > 0
