@@ -37,7 +37,7 @@ DERIVED_DIR = "derived"
 CURRENT_FILE = "current.json"
 LOCK_FILE = ".lock"
 DERIVED_SQL = catalog.QUERIES_DIR / "derived"
-BUILD_SQL = DERIVED_SQL / "build" / "steps.sql"
+BUILD_SQL = DERIVED_SQL / "steps" / "materialize.sql"
 # the views a snapshot holds, in the order they are written; each has one row per turn or finer (session_id,
 # turn_id)
 VIEWS = ("side_effects", "cancel_acks", "layer_verdicts", "divergences", "turn_usage", "turns")
@@ -98,7 +98,7 @@ def current_snapshot(store_dir: Path) -> Snapshot | None:
 
 
 def build_steps() -> dict[str, str]:
-    """The statements of derived/build/steps.sql by step name."""
+    """The statements of derived/steps/materialize.sql by step name."""
     text = BUILD_SQL.read_text()
     parts = _STEP.split(text)
     return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
@@ -242,12 +242,13 @@ def materialize(
             tmp = store_dir / DERIVED_DIR / f".{generation}.{os.getpid()}.tmp"
             shutil.rmtree(tmp, ignore_errors=True)
             fresh = None
-            if previous is not None and not full:
+            if previous is not None and not full and not _lost_copies(con, steps, store_dir, previous):
                 [(fresh,)] = con.execute(steps["count_fresh"], {"watermark": previous.watermark}).fetchall()
             if previous is not None and fresh is not None and fresh <= refresh_limit:
                 summary = _refresh(con, steps, segments_glob, previous, tmp)
             else:
                 summary = _full_build(con, steps, segments_glob, tmp, bucket_spans)
+            [(covered,)] = con.execute(steps["count_covered"], {"watermark": watermark}).fetchall()
         finally:
             con.close()
         final = store_dir / DERIVED_DIR / generation
@@ -259,6 +260,7 @@ def materialize(
             "registry_sha256": registry_fingerprint(store_dir),
             "built_unix": time.time(),
             "fresh_copies": fresh,
+            "covered_copies": int(covered),
             **summary,
         }
         current = store_dir / DERIVED_DIR / CURRENT_FILE
@@ -270,6 +272,16 @@ def materialize(
     manifest["seconds"] = round(time.perf_counter() - started, 3)
     manifest["step_seconds"] = {name: round(seconds, 3) for name, seconds in TIMINGS.items()}
     return manifest
+
+
+def _lost_copies(
+    con: duckdb.DuckDBPyConnection, steps: dict[str, str], store_dir: Path, previous: Snapshot
+) -> bool:
+    """Whether copies the previous snapshot covered are gone (retention dropped them): its rows would keep
+    turns whose spans no longer exist, so the next snapshot is a full build."""
+    manifest = json.loads((store_dir / DERIVED_DIR / CURRENT_FILE).read_text())
+    [(covered,)] = con.execute(steps["count_covered"], {"watermark": previous.watermark}).fetchall()
+    return int(covered) < int(manifest.get("covered_copies", 0))
 
 
 def _refresh(

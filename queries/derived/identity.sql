@@ -1,5 +1,5 @@
 -- What a snapshot records of each trace besides its turn, as macros over a relation of stored copies named by
--- string: the whole store for a full build (derived/build.sql), the fresh copies for the fresh part (fresh.sql).
+-- string: the whole store for a full build (derived/steps/materialize.sql), the fresh copies for the fresh part (fresh.sql).
 
 -- trace_keys_of(stored): (trace_id, idempotency_key) for every key a trace's spans or span events carry.
 create or replace macro turnlens_trace_keys_of(stored) as table

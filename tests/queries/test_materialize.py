@@ -143,3 +143,21 @@ def test_a_second_materialiser_is_refused_while_one_runs(tmp_path: Path) -> None
     store = tmp_path / "store"
     with materialize._lock(store), pytest.raises(materialize.MaterializeBusy):
         materialize.materialize(store, segments_glob(store))
+
+
+def test_spans_removed_by_retention_leave_the_next_snapshot(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
+    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
+    materialize.materialize(store, segments_glob(store), margin_s=0)
+    before = snapshot_rows(store)
+
+    # retention's sweep deletes whole segments; a refresh would keep the rows of turns whose spans went with them
+    segment = max((store / "segments").glob("date=*/*.parquet"), key=lambda path: path.stat().st_size)
+    segment.unlink()
+    again = materialize.materialize(store, segments_glob(store), margin_s=0)
+    assert again["mode"] == "full"
+    after = snapshot_rows(store)
+    assert after == plain_rows(store)
+    assert len(after["turns"]) < len(before["turns"])
