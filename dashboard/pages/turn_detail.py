@@ -29,14 +29,14 @@ if not session_id or not turn_id:
     st.query_params.update({"session": row["session_id"], "turn": row["turn_id"]})
     st.rerun()
 
-events = data.query("turn_events", session=session_id, turn=turn_id)
+events = data.turn_query("turn_events", session=session_id, turn=turn_id)
 if not len(events):
     st.error(f"No turn `{turn_id}` in session `{session_id}` in this store.", icon=":material/search_off:")
     st.stop()
-findings = data.query("turn_findings", session=session_id, turn=turn_id)
-tokens = data.query("turn_tokens", session=session_id, turn=turn_id).iloc[0]
-cancel = data.query("turn_cancel", session=session_id, turn=turn_id)
-ledger = data.query("turn_ledger", session=session_id, turn=turn_id)
+findings = data.turn_query("turn_findings", session=session_id, turn=turn_id)
+tokens = data.turn_query("turn_tokens", session=session_id, turn=turn_id).iloc[0]
+cancel = data.turn_query("turn_cancel", session=session_id, turn=turn_id)
+ledger = data.turn_query("turn_ledger", session=session_id, turn=turn_id)
 wall_clock_only = bool(events["hlc"].isna().all())
 
 head, buttons = st.columns([3, 2], vertical_alignment="bottom")
@@ -117,7 +117,7 @@ with st.expander("Raw events", icon=":material/table_rows:"):
 verdict_col, cancel_col = st.columns([3, 2])
 with verdict_col, common.section():
     st.subheader("What each layer believes")
-    verdicts = data.query("turn_verdicts", session=session_id, turn=turn_id)
+    verdicts = data.turn_query("turn_verdicts", session=session_id, turn=turn_id)
     if len(verdicts):
         common.show_chart(charts.verdict_matrix(verdicts), room=70)
         st.dataframe(
@@ -203,7 +203,7 @@ with findings_col:
         )
 with skew_col:
     st.subheader("Skew per node")
-    skew = data.query("turn_skew", session=session_id, turn=turn_id)
+    skew = data.turn_query("turn_skew", session=session_id, turn=turn_id)
     if len(skew):
         tolerance = float(data.query("dashboard_settings")["skew_tolerance_ms"].iloc[0])
         common.show_chart(charts.skew_by_node(skew, tolerance_ms=tolerance))

@@ -1,7 +1,6 @@
 -- turn_events: every event of one turn ($session, $turn) from `turn_timeline`, in causal (HLC) order with the wall-clock order beside it.
-set variable turnlens_turn_traces = turn_traces_of([$turn::varchar]);
-
+-- Reads the rows turn_hold holds (run it first on the same cursor, as data.turn_query does).
 select *
-from turn_timeline_in(getvariable('turnlens_turn_traces'))
+from turnlens_turn_timeline
 where session_id = $session and turn_id = $turn
 order by seq;

@@ -1,10 +1,5 @@
 -- turn_ledger: the side-effect ledger of one turn ($session, $turn) as the user-facing story needs it: each call, where it got to, and whether the user was told or it was undone.
-set variable turnlens_turn_traces = turn_traces_of([$turn::varchar]);
-
-with turn_rows as materialized (
-    select * from turn_events_in(getvariable('turnlens_turn_traces'))
-)
-
+-- Reads the rows turn_hold holds (run it first on the same cursor, as data.turn_query does).
 select
     tool_call_id,
     tool_name,
@@ -13,7 +8,7 @@ select
     status,
     committed_hlc,
     committed_hlc is not null and committed_hlc > (
-        select min(order_hlc) from turn_rows
+        select min(order_hlc) from turnlens_turn_rows
         where session_id = $session and turn_id = $turn and step = 'cancel.requested'
     ) as committed_after_stop,
     receipt_hlc is not null as receipt_shown,
@@ -25,6 +20,6 @@ select
     charged_amount,
     idempotency_key,
     approval_granted_hlc is not null as approved
-from side_effects_of('turn_rows')
+from side_effects_of('turnlens_turn_rows')
 where session_id = $session and turn_id = $turn
 order by started_ns;

@@ -1,9 +1,8 @@
 -- turn_tokens: what the user of one turn ($session, $turn) saw stream before the stop, beside what was billed.
-set variable turnlens_turn_traces = turn_traces_of([$turn::varchar]);
-
+-- Reads the rows turn_hold holds (run it first on the same cursor, as data.turn_query does).
 with turn_rows as materialized (
     select *
-    from turn_events_in(getvariable('turnlens_turn_traces'))
+    from turnlens_turn_rows
     where session_id = $session and turn_id = $turn
 ),
 

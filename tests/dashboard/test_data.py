@@ -9,6 +9,7 @@ from turnlens.dashboard import data
 from turnlens.queries import catalog
 
 from . import storefixture
+from .storefixture import CANCELLED, CLEAN
 
 
 def test_catalog_rewritten_under_an_open_dashboard_is_picked_up(tmp_path: Path) -> None:
@@ -44,10 +45,34 @@ def test_every_named_query_binds_against_the_views(store: Path) -> None:
         "tiers": [],
         "limit": 10,
     }
+    one_turn = {data.TURN_HOLD, *data.TURN_QUERIES}  # they read the tables turn_hold leaves on their cursor
     try:
         for name in data.query_names():
+            if name in one_turn:
+                continue
             sql = data.load_sql(name)
             bound = {k: v for k, v in params.items() if f"${k}" in sql}
             data.run_named(con.cursor(), name, bound)  # raises on a column or view that is not there
+        frames = data.run_turn(con.cursor(), *CANCELLED)
+        not_ready = {name: frame for name, frame in frames.items() if isinstance(frame, str)}
+        assert not not_ready
+        assert len(frames["turn_events"]) and len(frames["turn_ledger"]) and len(frames["turn_findings"])
     finally:
         con.close()
+
+
+def test_one_turn_queries_read_the_turn_they_are_given(store: Path) -> None:
+    """The held rows are the turn asked for: the same cursor asked about another turn answers for that one."""
+    con = catalog.connect(store)
+    data.harden(con, store)
+    try:
+        cursor = con.cursor()
+        cancelled = data.run_turn(cursor, *CANCELLED)
+        clean = data.run_turn(cursor, *CLEAN)
+    finally:
+        con.close()
+    assert set(cancelled["turn_events"]["turn_id"]) == {CANCELLED[1]}
+    assert set(clean["turn_events"]["turn_id"]) == {CLEAN[1]}
+    assert len(cancelled["turn_cancel"]) == 1 and len(clean["turn_cancel"]) == 0
+    assert "cancelled_but_committed" in set(cancelled["turn_findings"]["kind"])
+    assert "cancelled_but_committed" not in set(clean["turn_findings"]["kind"])
