@@ -35,6 +35,24 @@ def describe_window(window: tuple[int | None, int | None]) -> str:
     return f"{format_ms(start)} → {format_ms(end)} UTC"
 
 
+def snapshot_caption() -> None:
+    """How fresh the per-turn views are: they read the snapshot the collector materialises every minute."""
+    snapshot = data.snapshot_time()
+    if snapshot is None:
+        st.caption(
+            "No snapshot yet: turns, findings, cancels and side effects are computed live from the segments "
+            "(slow on a large store) until `turnlens materialize`, which the collector runs every minute, "
+            "writes one."
+        )
+        return
+    watermark_ms, built_ms = snapshot
+    st.caption(
+        f"Turns, findings, cancels and side effects as of the snapshot of spans received up to "
+        f"{format_ms(watermark_ms)[:-4]} UTC (built {format_ms(built_ms)[11:-4]}; the collector refreshes it "
+        "every minute)."
+    )
+
+
 def format_ms(ms: float | int | None) -> str:
     if ms is None or pd.isna(ms):
         return "—"

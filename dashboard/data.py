@@ -215,6 +215,17 @@ def query(name: str, **params: Any) -> pd.DataFrame:
     return frame.copy()
 
 
+def snapshot_time() -> tuple[int, int] | None:
+    """`(watermark_ms, built_ms)` of the snapshot the per-turn views read; None while the store has none."""
+    try:
+        frame = query("snapshot_time")
+    except StoreNotReady:  # no `turnlens_snapshot` view: the six per-turn views are computed live
+        return None
+    if not len(frame):
+        return None
+    return int(frame["watermark_ms"].iloc[0]), int(frame["built_ms"].iloc[0])
+
+
 def refresh() -> None:
     """Forgets every cached result so the next run reads the store again."""
     _cached.clear()

@@ -15,6 +15,7 @@ with left:
 window = common.time_window(range_key)
 with right:
     st.caption(f"Showing {common.describe_window(window)}.")
+    common.snapshot_caption()
 from_ms, to_ms = window
 
 

@@ -34,6 +34,7 @@ TIERS = ["read_only", "button_reversible", "soft_irreversible", "hard_irreversib
 
 st.title("Side effects")
 st.caption("Every tool call with the HLC of each phase of its life, and the findings that name it.")
+common.snapshot_caption()
 top = st.columns([1, 4, 3])
 with top[0]:
     range_key = filters.time_range()

@@ -9,6 +9,7 @@ from turnlens.dashboard import common, data, filters
 ROW_LIMIT = 2000
 
 st.title("Turns")
+common.snapshot_caption()
 tools_seen = data.query("filter_options")["value"].tolist()
 # The `turns` and `divergences` views document these values; listing them here spares a full scan.
 STATUSES = ["completed", "cancelled", "failed", "open"]

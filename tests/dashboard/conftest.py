@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -46,6 +47,33 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert run.returncode in (0, 1, 2), run.stderr  # 1/2: warnings/criticals firing, as intended
     os.environ["TURNLENS_STORE"] = str(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def snapshot_store(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of `store` with a snapshot, as the collector keeps one: the per-turn views read its files."""
+    path = tmp_path_factory.mktemp("snapshot-store") / "store"
+    shutil.copytree(store, path)
+    run = subprocess.run(
+        [str(TURNLENS), "materialize", "--store", str(path), "--margin", "0", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    return path
+
+
+@pytest.fixture()
+def on_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], None]]:
+    """Points the dashboard (AppTest pages) at another store for one test; the session's store after it."""
+
+    def point(path: Path) -> None:
+        monkeypatch.setenv(data.STORE_ENV, str(path))
+        data.settings.cache_clear()
+
+    yield point
+    data.settings.cache_clear()
 
 
 @pytest.fixture(scope="session")

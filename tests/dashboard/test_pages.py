@@ -137,3 +137,12 @@ def test_export_buttons_build_the_incident_of_this_turn(store: Path) -> None:
     assert "cancelled_but_committed" in markdown and CLEAN[1] not in markdown
     html = export_buttons.build(session_id, turn_id, "html").decode()
     assert "<svg" in html  # the swimlane of dashboard/charts.py, drawn by the export
+
+
+def test_pages_say_how_fresh_the_snapshot_is(store: Path, snapshot_store: Path, on_store) -> None:
+    assert "No snapshot yet" in texts(open_page("overview"))
+    on_store(snapshot_store)
+    at = open_page("overview")
+    assert "as of the snapshot of spans received up to" in texts(at)
+    assert metric(at, "Turns") == "2" and metric(at, "Cancels") == "1"  # the same figures, from the snapshot
+    assert "as of the snapshot" in texts(open_page("turns"))
