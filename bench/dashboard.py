@@ -2,7 +2,9 @@
 
 Every page runs in Streamlit's AppTest with the result cache cleared first, so each run reads the
 store; the figure per page is the sum of its named queries (what the dashboard waits on), beside
-the whole script run (queries plus rendering in AppTest).
+the whole script run (queries plus rendering in AppTest). The store-wide pages read the per-turn
+views from the store's snapshot (`turnlens materialize`, as the collector keeps it; the bench runs it
+after building a store), so it first says which snapshot it reads.
 
     .venv/bin/python bench/dashboard.py                              # builds a 1M-span store first
     .venv/bin/python bench/dashboard.py --store /tmp/bench-1m        # reuse a store (bench/queries.py --keep)
@@ -15,8 +17,11 @@ import importlib.util
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +38,9 @@ def _build_store(store: Path, spans: int) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.build_store(store, spans)
+    # the collector keeps the per-turn views materialised (`turnlens materialize`); so does the bench
+    turnlens = str(Path(sys.executable).with_name("turnlens"))
+    subprocess.run([turnlens, "materialize", "--store", str(store), "--margin", "0", "--quiet"], check=True)
 
 
 def _a_cancelled_turn(store: Path) -> tuple[str, str]:
@@ -42,6 +50,23 @@ def _a_cancelled_turn(store: Path) -> tuple[str, str]:
     cursor = data._Catalog(store).cursor()[0]
     frame = data.run_named(cursor, "cancel_latencies", {"from_ms": None, "to_ms": None})
     return str(frame["session_id"].iloc[-1]), str(frame["turn_id"].iloc[-1])
+
+
+def _snapshot_note(store: Path) -> str:
+    """Which snapshot the per-turn views read: the store-wide pages' figures depend on there being one."""
+    from turnlens.dashboard import data
+    from turnlens.queries import catalog
+
+    con = catalog.connect(store)
+    try:
+        [(watermark_ms, built_ms)] = data.run_named(con, "snapshot_time", {}).itertuples(index=False)
+    except data.StoreNotReady:
+        return "no snapshot: the per-turn views are computed live (run `turnlens materialize` first)"
+    finally:
+        con.close()
+    received = datetime.fromtimestamp(watermark_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    built_after_s = (built_ms - watermark_ms) / 1000
+    return f"snapshot of the spans received up to {received} UTC, built {built_after_s:.0f} s later"
 
 
 def _run_page(page: str, params: dict[str, str]) -> tuple[float, float, list[tuple[str, float]]]:
@@ -78,6 +103,7 @@ def main() -> int:
         _build_store(store, args.spans)
         print(f"built {store} in {time.perf_counter() - started:.0f} s")
     os.environ["TURNLENS_STORE"] = str(store)
+    print(_snapshot_note(store))
     session_id, turn_id = _a_cancelled_turn(store)
     page_params = {
         "turn_detail": {"session": session_id, "turn": turn_id},
