@@ -7,10 +7,11 @@ of issue 4: all of `divergences` over 10M spans < 5 s, one turn's `turn_timeline
     .venv/bin/python bench/queries.py --store /tmp/bench-1m   # reuse a store built before
 
 The store is built from OTLP protobuf requests decoded by collector/otlp_decode.py and written as
-segments by collector/segments.py, the size compaction leaves them. The per-turn views read the store's
-snapshot (queries/materialize.py), as they do under a running collector: the script writes a full one when
-the store has none and reports how long it took, then re-sends `--fresh` spans as new copies (a retried
-export) and times the refresh that folds them in. Figures go to stdout as JSON too.
+segments by collector/segments.py, the size and order compaction leaves them (sorted by trace_id). The
+per-turn views read the store's snapshot (queries/materialize.py), as they do under a running collector:
+the script writes a full one when the store has none and reports how long it took, then re-sends
+`--fresh` spans as new copies (a retried export) and times the refresh that folds them in. Figures go
+to stdout as JSON too.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def build_store(store: Path, spans: int, segment_rows: int = 500_000) -> None:
         for day, table in segments.split_by_day(pa.concat_tables(pending)):
             written += 1
             name = f"bench-{written:08d}{segments.SEGMENT_SUFFIX}"
-            segments.write_segment(table, root / segments.partition_name(day) / name)
+            segments.write_sorted_segment(table, root / segments.partition_name(day) / name)
         pending, rows = [], 0
 
     with tqdm(total=spans, unit="span", desc="building store") as bar:

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import FrameType
 
 from turnlens.collector import settings as collector_settings
+from turnlens.collector.compaction import CompactionBusy
 from turnlens.collector.store import Store, parse_duration
 
 
@@ -95,9 +96,13 @@ def run_compact(args: argparse.Namespace) -> int:
         print(f"turnlens compact: {root} is not a store", file=sys.stderr)
         return 2
     with Store(root) as store:
-        if args.retention:
-            dropped = store.apply_retention(parse_duration(args.retention))
-            print(f"turnlens compact: dropped {dropped} date partition(s) older than {args.retention}")
-        result = store.compact()
+        try:
+            if args.retention:
+                dropped = store.apply_retention(parse_duration(args.retention))
+                print(f"turnlens compact: dropped {dropped} date partition(s) older than {args.retention}")
+            result = store.compact()
+        except CompactionBusy as exc:
+            print(f"turnlens compact: {exc}", file=sys.stderr)
+            return 75  # EX_TEMPFAIL: another process is maintaining the store; try again later
     print(f"turnlens compact: {result}")
     return 0

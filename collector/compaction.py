@@ -33,8 +33,8 @@ DEFAULT_GRACE_S = 300.0  # far longer than any dashboard or alert query runs
 MANIFEST = "_maintenance.json"
 LOCK = "_maintenance.lock"
 SMALL_BYTES = 32 * 1024 * 1024  # a segment at least this large is left alone
-TARGET_BYTES = 256 * 1024 * 1024  # inputs of one merge add up to at most about this
-ROW_GROUP_ROWS = 64 * 1024  # rows held in memory at once while merging, and the merged row group size
+TARGET_BYTES = 128 * 1024 * 1024  # inputs of one merge add up to at most about this (held in memory to sort)
+ROW_GROUP_ROWS = segments.LOOKUP_ROW_GROUP_ROWS  # the merged segment's row groups, sorted by trace_id
 
 
 class CompactionBusy(Exception):
@@ -149,31 +149,32 @@ def _sweep(segments_root: Path, manifest: _Manifest, now: float) -> int:
 
 
 def _merge(sources: list[Path], tmp: Path, row_group_rows: int) -> tuple[list[Path], int]:
-    """Copies the readable sources with the current schema into `tmp`; returns those merged and the rows."""
+    """Copies the readable sources with the current schema into `tmp`, sorted by trace_id in row groups of
+    `row_group_rows` (a reader looking for a few traces skips most of it); returns those merged and the rows.
+
+    The batch is held in memory to be sorted: about target_bytes of Parquet, a few times that in Arrow, which
+    is why the collector compacts in a child process (collector/materializing.py).
+    """
     merged: list[Path] = []
-    rows = 0
-    buffer: list[pa.Table] = []
-    buffered = 0
+    tables: list[pa.Table] = []
+    for path in sources:
+        try:
+            parquet = pq.ParquetFile(str(path))
+            if not parquet.schema_arrow.equals(SEGMENT_SCHEMA, check_metadata=False):
+                continue  # another schema version: left as it is, the views union by name
+            table = parquet.read()
+        except (OSError, pa.ArrowException):
+            continue  # unreadable or gone: never delete what was not copied
+        merged.append(path)
+        tables.append(table)
+    if not tables:
+        return merged, 0
+    table = pa.concat_tables(tables).sort_by("trace_id")
+    del tables
     options = segments.parquet_options(segments.COLD_COMPRESSION)
     with pq.ParquetWriter(str(tmp), SEGMENT_SCHEMA, **options) as writer:
-        for path in sources:
-            try:
-                parquet = pq.ParquetFile(str(path))
-                if not parquet.schema_arrow.equals(SEGMENT_SCHEMA, check_metadata=False):
-                    continue  # another schema version: left as it is, the views union by name
-                table = parquet.read()
-            except (OSError, pa.ArrowException):
-                continue  # unreadable or gone: never delete what was not copied
-            merged.append(path)
-            rows += table.num_rows
-            buffer.append(table)
-            buffered += table.num_rows
-            if buffered >= row_group_rows:
-                writer.write_table(pa.concat_tables(buffer), row_group_size=row_group_rows)
-                buffer, buffered = [], 0
-        if buffer:
-            writer.write_table(pa.concat_tables(buffer), row_group_size=row_group_rows)
-    return merged, rows
+        writer.write_table(table, row_group_size=row_group_rows)
+    return merged, table.num_rows
 
 
 def _batches(files: list[Path], target_bytes: int) -> Iterator[list[Path]]:

@@ -11,7 +11,7 @@ import time
 
 from turnlens.collector.grpc_receiver import GrpcReceiver
 from turnlens.collector.http_receiver import HttpReceiver
-from turnlens.collector.materializing import MaterializeLoop
+from turnlens.collector.materializing import ChildLoop
 from turnlens.collector.receiver import Receiver
 from turnlens.collector.settings import CollectorSettings, parse_address
 from turnlens.collector.store import Store
@@ -28,7 +28,7 @@ class Collector:
         self.receiver: Receiver | None = None
         self.http: HttpReceiver | None = None
         self.grpc: GrpcReceiver | None = None
-        self.materializer: MaterializeLoop | None = None
+        self.maintenance: list[ChildLoop] = []
         self.started_at = time.monotonic()
 
     def start(self) -> None:
@@ -37,10 +37,8 @@ class Collector:
 
         settings = self.settings
         self.store = Store(
-            settings.store,
-            compact_interval_s=settings.compact_interval_s,
-            retention_s=settings.retention_s,
-        )
+            settings.store
+        )  # compaction runs in a child (ChildLoop below), not in this process
         write_catalog(settings.store, self.store.segments_glob)
         self.receiver = Receiver(
             self.store,
@@ -56,11 +54,30 @@ class Collector:
             self.http.start()
         if self.grpc:
             self.grpc.start()
+        store = str(settings.store)
+        retention = ["--retention", settings.retention] if settings.retention else []
+        self.maintenance.append(
+            ChildLoop("compact", ["compact", "--store", store, *retention], settings.compact_interval_s)
+        )
         if settings.materialize_interval_s is not None:
-            self.materializer = MaterializeLoop(
-                settings.store, settings.materialize_interval_s, margin_s=settings.materialize_margin_s
+            self.maintenance.append(
+                ChildLoop(
+                    "materialize",
+                    [
+                        "materialize",
+                        "--store",
+                        store,
+                        "--quiet",
+                        "--threads",
+                        "1",
+                        "--margin",
+                        str(settings.materialize_margin_s),
+                    ],
+                    settings.materialize_interval_s,
+                )
             )
-            self.materializer.start()
+        for loop in self.maintenance:
+            loop.start()
 
     def describe(self) -> str:
         """The start-up line; tests and scripts wait for it."""
@@ -76,8 +93,8 @@ class Collector:
     def stop(self) -> None:
         """Stop accepting, finish requests in progress, flush the store. Safe to call twice."""
         grace = self.settings.shutdown_grace_s
-        if self.materializer:
-            self.materializer.stop()
+        for loop in self.maintenance:
+            loop.stop()
         if self.http:
             self.http.stop_accepting()
         if self.grpc:

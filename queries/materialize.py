@@ -42,6 +42,9 @@ BUILD_SQL = DERIVED_SQL / "steps" / "materialize.sql"
 # turn_id)
 VIEWS = ("side_effects", "cancel_acks", "layer_verdicts", "divergences", "turn_usage", "turns")
 IDENTITY = ("trace_turns", "trace_keys", "trace_links")
+# what each side table is looked up by (one turn's named queries): written sorted on it in small row groups
+IDENTITY_ORDER = {"trace_turns": "turn_id", "trace_keys": "idempotency_key", "trace_links": "trace_id"}
+LOOKUP_ROW_GROUP = 8192
 FRESH_VIEW = {view: f"turnlens_fresh_{view}" for view in VIEWS} | {"turns": "turnlens_fresh_turns_rows"}
 DEFAULT_MARGIN_S = 10.0  # a copy received this long before a snapshot started is durable in a segment by then
 DEFAULT_BUCKET_SPANS = (
@@ -147,13 +150,22 @@ def _lock(store_dir: Path) -> Iterator[None]:
 
 
 def _copy(
-    con: duckdb.DuckDBPyConnection, select: str, target: Path, params: Mapping[str, Any] | None = None
+    con: duckdb.DuckDBPyConnection,
+    select: str,
+    target: Path,
+    params: Mapping[str, Any] | None = None,
+    order_by: str | None = None,
 ) -> int:
-    """Writes a query's rows to one Parquet file; returns the row count."""
+    """Writes a query's rows to one Parquet file (sorted, in small row groups, when `order_by` names the
+    column a lookup filters on, so the lookup reads one row group); returns the row count."""
     started = time.perf_counter()
     target.parent.mkdir(parents=True, exist_ok=True)
+    query = select.rstrip().rstrip(";")
+    if order_by:
+        query = f"select * from ({query}) order by {order_by}"
     statement = (
-        f"copy ({select.rstrip(';')}) to {catalog.sql_string(str(target))} (format parquet, compression zstd)"
+        f"copy ({query}) to {catalog.sql_string(str(target))}"
+        f" (format parquet, compression zstd, row_group_size {LOOKUP_ROW_GROUP if order_by else 122_880})"
     )
     con.execute(statement, dict(params or {}))
     [(rows,)] = con.execute(
@@ -291,7 +303,10 @@ def _refresh(
     snapshot."""
     apply_derived(con, segments_glob, previous, REFRESH_FILES)
     _hold_fresh_part(con, steps, turns=True)
-    rows = {name: _copy(con, steps[f"refresh_{name}"], tmp / f"{name}.parquet") for name in IDENTITY}
+    rows = {
+        name: _copy(con, steps[f"refresh_{name}"], tmp / f"{name}.parquet", order_by=IDENTITY_ORDER[name])
+        for name in IDENTITY
+    }
     rows |= _write_views(con, tmp, "part-00000", {view: view for view in VIEWS})
     [(touched,)] = con.execute("select count(*) from turnlens_fresh_turns").fetchall()
     return {"mode": "refresh", "rows": rows, "touched_turns": int(touched), "buckets": 1}
@@ -306,7 +321,10 @@ def _full_build(
     apply_derived(
         con, segments_glob, Snapshot(folder=tmp, watermark=0, registry_sha256=""), files=("identity.sql",)
     )
-    rows = {name: _copy(con, steps[f"full_{name}"], tmp / f"{name}.parquet") for name in IDENTITY}
+    rows = {
+        name: _copy(con, steps[f"full_{name}"], tmp / f"{name}.parquet", order_by=IDENTITY_ORDER[name])
+        for name in IDENTITY
+    }
     [(copies,)] = con.execute(steps["count_copies"]).fetchall()
     buckets = max(1, math.ceil(int(copies) / bucket_spans))
     building = Snapshot(folder=tmp, watermark=0, registry_sha256="")

@@ -8,4 +8,4 @@ select
 from turnlens_turn_rows
 where session_id = $session and turn_id = $turn and skew_ms is not null
 group by node
-order by max_skew_ms desc;
+order by max_skew_ms desc, node;

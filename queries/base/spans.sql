@@ -182,16 +182,23 @@ left join linked_identity as l using (trace_id);
 -- Parquet scan as a filter, so one turn's views (named/turn_timeline_of.sql) read its traces, not the store.
 -- The list must hold the traces its links name too, or their identity cannot be inherited.
 create or replace macro spans_in(traces) as table
-with stored as not materialized (  -- read several times, each read projecting only the columns it needs
+with listed as materialized (  -- a few traces: read from the segments once, then four times from memory
     select *
     from span_copies()
     -- the range is what makes it fast: a comparison with a constant is a filter the Parquet scan applies to trace_id
     -- before it decodes the wide columns, where a list (IN) only prunes row groups by their statistics
-    where traces is null
-        or (trace_id between list_min(traces) and list_max(traces) and list_contains(traces, trace_id))
+    where traces is not null
+        and trace_id between list_min(traces) and list_max(traces) and list_contains(traces, trace_id)
+),
+
+everything as not materialized (  -- every trace: streamed, each read projecting only the columns it needs
+    select * from span_copies() where traces is null
 )
 
-select * from spans_resolved('stored');
+-- the branch the constant `traces` rules out folds away when the query is planned
+select * from spans_resolved('listed') where traces is not null
+union all
+select * from spans_resolved('everything') where traces is null;
 
 create or replace view spans as
 select * from spans_in(null);

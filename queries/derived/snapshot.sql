@@ -37,16 +37,18 @@ create or replace macro turn_traces_of(turns) as (
         select trace_id, span_turn_id, links from span_copies() where received_unix_nano > {{watermark}}
     ),
 
-    links as (
+    links as (  -- union all: a duplicate costs less than de-duplicating every link of the store
         select trace_id, linked_trace_id from read_parquet({{derived}} || '/trace_links.parquet')
-        union
+        union all
         select trace_id, unnest(list_transform(links, lambda link: link.trace_id)) as linked_trace_id
         from new_copies
         where len(links) > 0
     ),
 
     naming as (
-        select trace_id from read_parquet({{derived}} || '/trace_turns.parquet') where list_contains(turns, turn_id)
+        select trace_id from read_parquet({{derived}} || '/trace_turns.parquet')
+        -- the range is a filter the scan applies to the file's sorted row groups: one of them is read
+        where turn_id between list_min(turns) and list_max(turns) and list_contains(turns, turn_id)
         union
         select trace_id from new_copies where list_contains(turns, span_turn_id) or list_contains(turns, trace_id)
     ),
@@ -71,15 +73,15 @@ create or replace macro key_traces_of(traces) as (
         select trace_id, attributes, events, links from span_copies() where received_unix_nano > {{watermark}}
     ),
 
-    keys as (
+    keys as (  -- union all, as in turn_traces_of
         select trace_id, idempotency_key from read_parquet({{derived}} || '/trace_keys.parquet')
-        union
+        union all
         select * from turnlens_trace_keys_of('new_copies')
     ),
 
     links as (
         select trace_id, linked_trace_id from read_parquet({{derived}} || '/trace_links.parquet')
-        union
+        union all
         select * from turnlens_trace_links_of('new_copies')
     ),
 

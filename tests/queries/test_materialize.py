@@ -30,7 +30,7 @@ PLAIN = {
 
 
 def plain_connection(store: Path) -> duckdb.DuckDBPyConnection:
-    """A catalogue of our own over the store's segments, with no snapshot: every view computed from the spans."""
+    """A catalogue of our own over the store's segments, with no snapshot: every view computed from spans."""
     con = duckdb.connect()
     catalog.apply_tables(con, store)
     catalog.apply_views(con, segments_glob(store), catalog.load_views())
@@ -153,7 +153,7 @@ def test_spans_removed_by_retention_leave_the_next_snapshot(tmp_path: Path) -> N
     materialize.materialize(store, segments_glob(store), margin_s=0)
     before = snapshot_rows(store)
 
-    # retention's sweep deletes whole segments; a refresh would keep the rows of turns whose spans went with them
+    # retention's sweep deletes whole segments; a refresh would keep rows of turns whose spans went with them
     segment = max((store / "segments").glob("date=*/*.parquet"), key=lambda path: path.stat().st_size)
     segment.unlink()
     again = materialize.materialize(store, segments_glob(store), margin_s=0)

@@ -5,18 +5,24 @@ views once a snapshot covers them, without anyone running `turnlens materialize`
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from otlp_samples import CollectorProcess
 from turnlens.queries import catalog, materialize
 
 from turnlens.cli import main
 
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "sample.jsonl.gz"
+
 
 @pytest.mark.slow
 def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> None:  # noqa: ANN001
     store = tmp_path / "store"
-    collector = CollectorProcess(store, "--materialize-interval", "1s", "--materialize-margin", "0s").start()
+    collector = CollectorProcess(
+        store, "--materialize-interval", "1s", "--materialize-margin", "0s", "--compact-interval", "2s"
+    ).start()
     try:
         assert (
             main(
@@ -59,5 +65,19 @@ def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> N
                 "select count(distinct (session_id, turn_id)) from turn_events"
             ).fetchall()
         assert turns == live_turns > 30  # every turn sent, as the plain views count them
+
+        def sorted_merged_segment() -> bool:
+            for path in (store / "segments").glob("date=*/*.parquet"):
+                ids = pq.read_table(path, columns=["trace_id"])["trace_id"].to_pylist()
+                if len(ids) >= 100 and ids == sorted(ids):
+                    return True
+            return False
+
+        for _ in range(8):  # eight more small segments, each written by an importer beside the collector
+            assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE)]) == 0
+        deadline = time.monotonic() + 60
+        while not sorted_merged_segment() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert sorted_merged_segment(), "the collector's compaction merged the small segments, sorted"
     finally:
         collector.stop()
