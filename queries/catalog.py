@@ -292,5 +292,11 @@ def apply_snapshot(
 
 
 def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to the store's catalog: every view, no lock on the writers."""
-    return duckdb.connect(str(store_dir / CATALOG_FILE), read_only=True)
+    """A read-only connection to the store's catalog: every view, no lock on the writers.
+
+    Parquet footers are cached for the connection's life: segments are never modified once visible (new
+    files replace them), and one turn's queries otherwise re-read the footer of every segment per scan.
+    """
+    con = duckdb.connect(str(store_dir / CATALOG_FILE), read_only=True)
+    con.execute("set parquet_metadata_cache = true")
+    return con
