@@ -1,10 +1,11 @@
 """Materialises the per-turn catalogue views into a snapshot: reading them costs a file read, not detectors.
 
-A snapshot is a folder `DIR/derived/gen-<watermark>/` of Parquet files: the rows of `turns`, `side_effects`,
-`cancel_acks`, `layer_verdicts`, `divergences` and `turn_usage`, and three side tables (each trace's turn, its
-idempotency keys, its links) that tell which turns a newer span touches. It covers every stored copy received
-at or before its watermark. With a snapshot in place the store's catalogue defines those six views as reads of
-it (derived/snapshot.sql); their live form stays callable as macros, e.g. `divergences_of('turn_events')`.
+A snapshot is a folder `DIR/derived/gen-<watermark>/` of Parquet files: the rows of the per-turn views
+(VIEWS: `turns`, `side_effects`, `divergences`, ..., and the parts `node_skew` and `tool_audit` add up), and
+three side tables (each trace's turn, its idempotency keys, its links) that tell which turns a newer span
+touches. It covers every stored copy received at or before its watermark. With a snapshot in place the
+store's catalogue defines those views as reads of it (derived/snapshot.sql); their live form stays callable as
+macros, e.g. `divergences_of('turn_events')`.
 
 The first snapshot (or `--full`) recomputes every turn, a bucket of turns at a time so memory stays bounded.
 Later ones refresh: the previous snapshot's rows for untouched turns, and the turns that copies received since
@@ -40,7 +41,16 @@ DERIVED_SQL = catalog.QUERIES_DIR / "derived"
 BUILD_SQL = DERIVED_SQL / "steps" / "materialize.sql"
 # the views a snapshot holds, in the order they are written; each has one row per turn or finer (session_id,
 # turn_id)
-VIEWS = ("side_effects", "cancel_acks", "layer_verdicts", "divergences", "turn_usage", "turns")
+VIEWS = (
+    "side_effects",
+    "cancel_acks",
+    "layer_verdicts",
+    "divergences",
+    "turn_usage",
+    "turns",
+    "turn_node_skew",
+    "tool_claims",
+)
 IDENTITY = ("trace_turns", "trace_keys", "trace_links")
 # what each side table is looked up by (one turn's named queries): written sorted on it in small row groups
 IDENTITY_ORDER = {"trace_turns": "turn_id", "trace_keys": "idempotency_key", "trace_links": "trace_id"}
@@ -52,7 +62,7 @@ DEFAULT_BUCKET_SPANS = (
 )
 DEFAULT_REFRESH_LIMIT = 1_000_000  # fresh copies above which a refresh becomes a full build
 REFRESH_FILES = ("identity.sql", "fresh.sql", "materialized.sql")  # a refresh: snapshot plus fresh part
-CATALOG_FILES = ("identity.sql", "snapshot.sql")  # the store's catalogue: the six views read the snapshot
+CATALOG_FILES = ("identity.sql", "snapshot.sql")  # the store's catalogue: VIEWS read the snapshot
 GRACE_S = (
     300.0  # as compaction keeps replaced segments: a reader's open catalogue may still name the old snapshot
 )
@@ -178,7 +188,7 @@ def _copy(
 
 
 def _hold_fresh_part(con: duckdb.DuckDBPyConnection, steps: dict[str, str], *, turns: bool) -> None:
-    """Computes the fresh part's traces, spans, events (and turns) once, for the six views written from
+    """Computes the fresh part's traces, spans, events (and turns) once, for the views written from
     them."""
     started = time.perf_counter()
     for statement in catalog.split_statements(steps["hold_sets"]):

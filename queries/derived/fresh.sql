@@ -118,3 +118,9 @@ create or replace view turnlens_fresh_turns_rows as
 select * from turns_of(
     'turnlens_fresh_events', 'turnlens_fresh_side_effects', 'turnlens_fresh_divergences', 'turnlens_fresh_cancel_acks'
 );
+
+create or replace view turnlens_fresh_turn_node_skew as
+select * from turn_node_skew_of('turnlens_fresh_events');
+
+create or replace view turnlens_fresh_tool_claims as
+select * from tool_claims_of('turnlens_fresh_events');

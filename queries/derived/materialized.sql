@@ -31,3 +31,13 @@ create or replace view turns as
 select * from read_parquet({{derived}} || '/turns/*.parquet') anti join turnlens_fresh_turns using (session_id, turn_id)
 union all by name
 select * from turnlens_fresh_turns_rows semi join turnlens_fresh_turns using (session_id, turn_id);
+
+create or replace view turn_node_skew as
+select * from read_parquet({{derived}} || '/turn_node_skew/*.parquet') anti join turnlens_fresh_turns using (session_id, turn_id)
+union all by name
+select * from turnlens_fresh_turn_node_skew semi join turnlens_fresh_turns using (session_id, turn_id);
+
+create or replace view tool_claims as
+select * from read_parquet({{derived}} || '/tool_claims/*.parquet') anti join turnlens_fresh_turns using (session_id, turn_id)
+union all by name
+select * from turnlens_fresh_tool_claims semi join turnlens_fresh_turns using (session_id, turn_id);

@@ -1,6 +1,6 @@
 -- The catalogue as a store with a snapshot shows it: the per-turn views read the snapshot's rows (written by
 -- queries/materialize.py, `turnlens materialize`, which the collector runs on an interval), not the detectors.
--- Created after base/ and views/, replacing the plain definitions of these six views; {{derived}} is the snapshot's
+-- Created after base/ and views/, replacing the plain definitions of these eight views; {{derived}} is the snapshot's
 -- folder. Their rows cover every span received up to turnlens_snapshot.watermark_at; the plain, live form of each
 -- stays callable as its macro: divergences_of('turn_events'), side_effects_of('turn_events'), ...
 
@@ -28,6 +28,12 @@ select * from read_parquet({{derived}} || '/turn_usage/*.parquet');
 
 create or replace view turns as
 select * from read_parquet({{derived}} || '/turns/*.parquet');
+
+create or replace view turn_node_skew as
+select * from read_parquet({{derived}} || '/turn_node_skew/*.parquet');
+
+create or replace view tool_claims as
+select * from read_parquet({{derived}} || '/tool_claims/*.parquet');
 
 -- turn_traces_of(turns) and key_traces_of(traces), as base/spans.sql defines them, found from the snapshot's side
 -- tables (sorted files of a few columns) plus the copies received after its watermark, instead of a scan of the

@@ -17,21 +17,15 @@
 --   eager_side_effects: eager_side_effect findings on this tool's calls.
 --   verdict: ok, mismatch (spans and registry disagree), unregistered (seen, not declared), untiered (seen, no tier anywhere) or unused (declared, never seen).
 create or replace view tool_audit as
-with observed_rows as (  -- the spans' own claims, before the registry fills anything in
-    select tool_name, tool_call_id, tier, dispatch, billable, requires_approval
-    from turn_events
-    where tool_name is not null and tool_call_id is not null
-),
-
-observed as (
+with observed as (  -- the spans' own claims (tool_claims), before the registry fills anything in
     select
         tool_name,
         count(distinct tool_call_id) as calls,
-        list_sort(list_distinct(list(tier))) as observed_tiers,
-        list_sort(list_distinct(list(dispatch))) as observed_dispatch,
-        list_distinct(list(billable)) as observed_billable,
-        list_distinct(list(requires_approval)) as observed_approval
-    from observed_rows
+        list_sort(list_distinct(flatten(list(tiers)))) as observed_tiers,
+        list_sort(list_distinct(flatten(list(dispatches)))) as observed_dispatch,
+        list_distinct(flatten(list(billables))) as observed_billable,
+        list_distinct(flatten(list(approvals))) as observed_approval
+    from tool_claims
     group by tool_name
 ),
 

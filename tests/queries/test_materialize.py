@@ -26,6 +26,8 @@ PLAIN = {
     "divergences": "divergences_of('turn_events')",
     "turn_usage": "turn_usage_of('turn_events', 'plain_cancel_acks')",
     "turns": "turns_of('turn_events', 'plain_side_effects', 'plain_divergences', 'plain_cancel_acks')",
+    "turn_node_skew": "turn_node_skew_of('turn_events')",
+    "tool_claims": "tool_claims_of('turn_events')",
 }
 
 

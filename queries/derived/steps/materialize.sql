@@ -47,7 +47,7 @@ create or replace view turnlens_trace_keys as select * from read_parquet({{deriv
 create or replace view turnlens_trace_links as select * from read_parquet({{derived}} || '/trace_links.parquet');
 
 -- step: hold_sets
--- the fresh part's narrow sets, each computed once and held while the next ones and the six views are written
+-- the fresh part's narrow sets, each computed once and held while the next ones and the views are written
 create or replace temp table turnlens_held_fresh_traces as select * from turnlens_fresh_traces;
 
 create or replace view turnlens_fresh_traces as select * from turnlens_held_fresh_traces;
