@@ -138,7 +138,14 @@ def apply_derived(
         if name not in listed:
             raise catalog.CatalogError(f"{DERIVED_SQL / '_order'} does not list {name}")
         for statement in catalog.split_statements((DERIVED_SQL / name).read_text()):
-            con.execute(render_derived(statement, segments_glob, snapshot))
+            # a statement naming {{view}} is one definition for every materialised view
+            for view in VIEWS if "{{view}}" in statement else ("",):
+                fresh = FRESH_VIEW[view] if view else ""
+                con.execute(
+                    render_derived(statement, segments_glob, snapshot)
+                    .replace("turnlens_fresh_{{view}}", fresh)
+                    .replace("{{view}}", view)
+                )
 
 
 @contextmanager
