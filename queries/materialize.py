@@ -61,6 +61,21 @@ DEFAULT_BUCKET_SPANS = (
     1_000_000  # stored copies per bucket of a full build (~4-6 GB of DuckDB memory at most)
 )
 DEFAULT_REFRESH_LIMIT = 1_000_000  # fresh copies above which a refresh becomes a full build
+# the fresh part's relations a snapshot run holds in memory, each computed once from those before it
+HELD = (
+    "turnlens_fresh_traces",
+    "turnlens_trace_keys",
+    "turnlens_trace_links",
+    "turnlens_touched_traces",
+    "turnlens_touched_turn_ids",
+    "turnlens_fresh_input",
+    "turnlens_fresh_spans",
+    "turnlens_fresh_turns",
+    "turnlens_fresh_events",
+    "turnlens_fresh_side_effects",
+    "turnlens_fresh_cancel_acks",
+    "turnlens_fresh_divergences",
+)
 REFRESH_FILES = ("identity.sql", "fresh.sql", "materialized.sql")  # a refresh: snapshot plus fresh part
 CATALOG_FILES = ("identity.sql", "snapshot.sql")  # the store's catalogue: VIEWS read the snapshot
 GRACE_S = (
@@ -195,24 +210,14 @@ def _copy(
 
 
 def _hold_fresh_part(con: duckdb.DuckDBPyConnection, steps: dict[str, str], *, turns: bool) -> None:
-    """Computes the fresh part's traces, spans, events (and turns) once, for the views written from
-    them."""
-    started = time.perf_counter()
-    for statement in catalog.split_statements(steps["hold_sets"]):
-        con.execute(statement)
-    TIMINGS["hold_sets"] += time.perf_counter() - started
-    for name in (
-        ("hold_input", "use_held_input", "hold_spans", "use_held_spans")
-        + (("hold_turns", "use_held_turns") if turns else ())
-        + ("hold_events", "use_held_events")
-    ):
+    """Computes the fresh part's relations once each (HELD, in order), for the views written from them."""
+    for name in HELD:
+        if name == "turnlens_fresh_turns" and not turns:
+            continue  # a full build's bucket names its turns itself
         started = time.perf_counter()
-        con.execute(steps[name])
-        TIMINGS[name] += time.perf_counter() - started
-    started = time.perf_counter()
-    for statement in catalog.split_statements(steps["hold_views"]):
-        con.execute(statement)
-    TIMINGS["hold_views"] += time.perf_counter() - started
+        for statement in catalog.split_statements(steps["hold"].replace("{{name}}", name)):
+            con.execute(statement)
+        TIMINGS[f"hold {name}"] += time.perf_counter() - started
 
 
 def _write_views(

@@ -46,65 +46,12 @@ create or replace view turnlens_trace_keys as select * from read_parquet({{deriv
 
 create or replace view turnlens_trace_links as select * from read_parquet({{derived}} || '/trace_links.parquet');
 
--- step: hold_sets
--- the fresh part's narrow sets, each computed once and held while the next ones and the views are written
-create or replace temp table turnlens_held_fresh_traces as select * from turnlens_fresh_traces;
+-- step: hold
+-- one relation of the fresh part computed once and held ({{name}}: materialize.HELD names them in order), so the
+-- next ones and the views written from them read it from memory instead of recomputing it
+create or replace temp table turnlens_held_{{name}} as select * from {{name}};
 
-create or replace view turnlens_fresh_traces as select * from turnlens_held_fresh_traces;
-
-create or replace temp table turnlens_held_trace_keys as select * from turnlens_trace_keys;
-
-create or replace view turnlens_trace_keys as select * from turnlens_held_trace_keys;
-
-create or replace temp table turnlens_held_trace_links as select * from turnlens_trace_links;
-
-create or replace view turnlens_trace_links as select * from turnlens_held_trace_links;
-
-create or replace temp table turnlens_held_touched as select * from turnlens_touched_traces;
-
-create or replace view turnlens_touched_traces as select * from turnlens_held_touched;
-
-create or replace temp table turnlens_held_touched_ids as select * from turnlens_touched_turn_ids;
-
-create or replace view turnlens_touched_turn_ids as select * from turnlens_held_touched_ids;
-
--- step: hold_input
-create or replace temp table turnlens_held_input as select * from turnlens_fresh_input;
-
--- step: use_held_input
-create or replace view turnlens_fresh_input as select * from turnlens_held_input;
-
--- step: hold_spans
-create or replace temp table turnlens_held_spans as select * from turnlens_fresh_spans;
-
--- step: use_held_spans
-create or replace view turnlens_fresh_spans as select * from turnlens_held_spans;
-
--- step: hold_turns
-create or replace temp table turnlens_held_turns as select * from turnlens_fresh_turns;
-
--- step: use_held_turns
-create or replace view turnlens_fresh_turns as select * from turnlens_held_turns;
-
--- step: hold_events
-create or replace temp table turnlens_held_events as select * from turn_events_from('turnlens_fresh_spans');
-
--- step: use_held_events
-create or replace view turnlens_fresh_events as select * from turnlens_held_events;
-
--- step: hold_views
--- the views turns and turn_usage read again (turns_of recomputes its ledger, findings and acks otherwise)
-create or replace temp table turnlens_held_side_effects as select * from turnlens_fresh_side_effects;
-
-create or replace temp table turnlens_held_cancel_acks as select * from turnlens_fresh_cancel_acks;
-
-create or replace temp table turnlens_held_divergences as select * from turnlens_fresh_divergences;
-
-create or replace view turnlens_fresh_side_effects as select * from turnlens_held_side_effects;
-
-create or replace view turnlens_fresh_cancel_acks as select * from turnlens_held_cancel_acks;
-
-create or replace view turnlens_fresh_divergences as select * from turnlens_held_divergences;
+create or replace view {{name}} as select * from turnlens_held_{{name}};
 
 -- step: bucket_turns
 -- a full build keeps, of each bucket's recomputation, the rows of the bucket's own turns
