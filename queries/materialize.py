@@ -96,15 +96,22 @@ class Snapshot:
 
     folder: Path
     watermark: int
-    registry_sha256: str
+    inputs_sha256: str
     built_unix: float = 0.0
 
 
-def registry_fingerprint(store_dir: Path) -> str:
-    """A snapshot's side_effects depend on the tool registry; one written under another registry is not
-    used."""
-    path = store_dir / registry.REGISTRY_FILE
-    return hashlib.sha256(path.read_bytes() if path.exists() else b"").hexdigest()
+def inputs_fingerprint(store_dir: Path) -> str:
+    """What a snapshot's rows depend on besides the spans: the tool registry (side_effects' tiers) and the SQL
+    that defines the views. A snapshot written under other inputs (an edited registry, a turnlens upgrade
+    whose detectors or columns changed) is not used: the views are live until the next (full) snapshot."""
+    digest = hashlib.sha256()
+    registry_file = store_dir / registry.REGISTRY_FILE
+    digest.update(registry_file.read_bytes() if registry_file.exists() else b"")
+    for folder in (*catalog.VIEW_FOLDERS, "derived"):
+        for path in sorted((catalog.QUERIES_DIR / folder).rglob("*.sql")):
+            name = path.relative_to(catalog.QUERIES_DIR).as_posix()
+            digest.update(name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def current_snapshot(store_dir: Path) -> Snapshot | None:
@@ -115,12 +122,12 @@ def current_snapshot(store_dir: Path) -> Snapshot | None:
         snapshot = Snapshot(
             folder=store_dir / DERIVED_DIR / manifest["generation"],
             watermark=int(manifest["watermark_unix_nano"]),
-            registry_sha256=str(manifest["registry_sha256"]),
+            inputs_sha256=str(manifest["inputs_sha256"]),
             built_unix=float(manifest["built_unix"]),
         )
     except (FileNotFoundError, KeyError, ValueError):
         return None
-    if snapshot.registry_sha256 != registry_fingerprint(store_dir) or not snapshot.folder.is_dir():
+    if snapshot.inputs_sha256 != inputs_fingerprint(store_dir) or not snapshot.folder.is_dir():
         return None
     return snapshot
 
@@ -291,7 +298,7 @@ def materialize(
         manifest: dict[str, Any] = {
             "generation": generation,
             "watermark_unix_nano": watermark,
-            "registry_sha256": registry_fingerprint(store_dir),
+            "inputs_sha256": inputs_fingerprint(store_dir),
             "built_unix": time.time(),
             "fresh_copies": fresh,
             "covered_copies": int(covered),
@@ -341,7 +348,7 @@ def _full_build(
     at a time."""
     con.execute(steps["all_copies"])
     apply_derived(
-        con, segments_glob, Snapshot(folder=tmp, watermark=0, registry_sha256=""), files=("identity.sql",)
+        con, segments_glob, Snapshot(folder=tmp, watermark=0, inputs_sha256=""), files=("identity.sql",)
     )
     rows = {
         name: _copy(con, steps[f"full_{name}"], tmp / f"{name}.parquet", order_by=IDENTITY_ORDER[name])
@@ -349,7 +356,7 @@ def _full_build(
     }
     [(copies,)] = con.execute(steps["count_copies"]).fetchall()
     buckets = max(1, math.ceil(int(copies) / bucket_spans))
-    building = Snapshot(folder=tmp, watermark=0, registry_sha256="")
+    building = Snapshot(folder=tmp, watermark=0, inputs_sha256="")
     apply_derived(con, segments_glob, building, files=("fresh.sql",))
     con.execute(steps["buckets"], {"buckets": buckets})
     view_rows = dict.fromkeys(VIEWS, 0)

@@ -118,7 +118,7 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     assert third["mode"] == "full" and third["rows"] == second["rows"]
 
 
-def test_a_snapshot_of_another_tool_registry_is_not_used(tmp_path: Path) -> None:
+def test_a_snapshot_of_other_inputs_is_not_used(tmp_path: Path) -> None:
     store = tmp_path / "store"
     store.mkdir()
     shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
@@ -138,6 +138,15 @@ def test_a_snapshot_of_another_tool_registry_is_not_used(tmp_path: Path) -> None
         assert con.execute(
             "select count(*) from duckdb_views() where view_name = 'turnlens_snapshot'"
         ).fetchall() == [(0,)]
+    assert snapshot_rows(store) == plain_rows(store)
+
+    # a snapshot written by another turnlens (its detectors or columns may differ) is not used either
+    materialize.materialize(store, segments_glob(store), margin_s=0)
+    manifest_file = store / "derived" / "current.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest_file.write_text(json.dumps(manifest | {"inputs_sha256": "written by an older turnlens"}))
+    catalog.write_catalog(store, segments_glob(store))
+    assert materialize.current_snapshot(store) is None
     assert snapshot_rows(store) == plain_rows(store)
 
 
