@@ -257,6 +257,7 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
     tmp = store_dir / f".{CATALOG_FILE}.{os.getpid()}.tmp"
     tmp.unlink(missing_ok=True)
     con = duckdb.connect(str(tmp))
+    con.execute("set parquet_metadata_cache = true")  # binding each view reads the segments' footers
     try:
         con.execute("begin")  # one transaction: each COMMENT ON alone would be a commit of its own
         apply_tables(con, store_dir, queries_dir)

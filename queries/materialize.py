@@ -249,6 +249,7 @@ def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_li
     if memory_limit:
         con.execute(f"set memory_limit = {catalog.sql_string(memory_limit)}")
     con.execute("set preserve_insertion_order = false")
+    con.execute("set parquet_metadata_cache = true")  # every view binds span_copies() and reads its footers
     catalog.apply_tables(con, store_dir)
     catalog.apply_views(con, segments_glob, catalog.load_views())
     return con
