@@ -27,6 +27,8 @@ NAMED_FOLDER = "named"
 _CREATE = re.compile(r"create\s+or\s+replace\s+(?:view|table)\s+(\w+)", re.IGNORECASE)
 _COLUMN_DOC = re.compile(r"^--\s{2,}(\w+):\s*(.+)$")
 _PARAM_DOC = re.compile(r"^--\s{2,}\$(\w+):\s*(.+)$")
+_SETS_TURN_TRACES = re.compile(r"^\s*set\s+variable\s+turnlens_turn_traces\b", re.IGNORECASE)
+TURN_FILES_SQL = "set variable turnlens_turn_files = turn_files_of(getvariable('turnlens_turn_traces'))"
 
 
 class CatalogError(Exception):
@@ -154,7 +156,13 @@ def execute_script(
     statements = split_statements(sql)
     for statement in statements[:-1]:
         con.execute(statement, _params_of(statement, params))
-    return con.execute(statements[-1], _params_of(statements[-1], params))
+        if _SETS_TURN_TRACES.match(statement):
+            # the segments holding those traces, so spans_in opens only them (base/spans.sql, turn_files_of)
+            con.execute(TURN_FILES_SQL)
+    result = con.execute(statements[-1], _params_of(statements[-1], params))
+    if _SETS_TURN_TRACES.match(statements[-1]):
+        con.execute(TURN_FILES_SQL)
+    return result
 
 
 def split_statements(sql: str) -> list[str]:

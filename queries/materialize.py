@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+from turnlens.collector import segments
 from turnlens.queries import catalog, registry
 
 DERIVED_DIR = "derived"
@@ -337,6 +338,7 @@ def _refresh(
         name: _copy(con, steps[f"refresh_{name}"], tmp / f"{name}.parquet", order_by=IDENTITY_ORDER[name])
         for name in IDENTITY
     }
+    rows["trace_files"] = _write_file_index(con, steps, segments_glob, tmp, previous)
     rows |= _write_views(con, tmp, "part-00000", {view: view for view in VIEWS})
     [(touched,)] = con.execute("select count(*) from turnlens_fresh_turns").fetchall()
     return {"mode": "refresh", "rows": rows, "touched_turns": int(touched), "buckets": 1}
@@ -355,6 +357,7 @@ def _full_build(
         name: _copy(con, steps[f"full_{name}"], tmp / f"{name}.parquet", order_by=IDENTITY_ORDER[name])
         for name in IDENTITY
     }
+    rows["trace_files"] = _write_file_index(con, steps, segments_glob, tmp, None)
     [(copies,)] = con.execute(steps["count_copies"]).fetchall()
     buckets = max(1, math.ceil(int(copies) / bucket_spans))
     building = Snapshot(folder=tmp, watermark=0, inputs_sha256="")
@@ -374,6 +377,39 @@ def _full_build(
         for view, count in _write_views(con, tmp, f"part-{bucket:05d}", FRESH_VIEW).items():
             view_rows[view] += count
     return {"mode": "full", "rows": rows | view_rows, "buckets": buckets, "copies": int(copies)}
+
+
+def _write_file_index(
+    con: duckdb.DuckDBPyConnection,
+    steps: dict[str, str],
+    segments_glob: str,
+    tmp: Path,
+    previous: Snapshot | None,
+) -> int:
+    """The trace -> segment index by which one turn's spans_in opens its segments (turn_files_of), and the
+    segments it covers. A refresh keeps the previous index for segments still present and reads only those
+    it did not know; the placeholder is never indexed, so a turn's list of segments is never empty."""
+    present = [file for (file,) in con.execute("select file from glob(?)", [segments_glob]).fetchall()]
+    placeholder = str(Path(segments_glob).parent.parent / segments.PLACEHOLDER)
+    target = tmp / "trace_files.parquet"
+    if previous is None:
+        rows = _copy(con, steps["full_trace_files"], target, order_by="trace_id")
+    else:
+        index = catalog.sql_string(str(previous.folder / "indexed_files.parquet"))
+        [(indexed,)] = con.execute(f"select list(file) from read_parquet({index})").fetchall()
+        new = sorted(set(present) - set(indexed or []) | {placeholder})
+        listed = (
+            "[" + ", ".join(catalog.sql_string(file) for file in new) + "]"
+        )  # a table function's constant
+        select = render_derived(steps["refresh_trace_files"], segments_glob, previous).replace("$new", listed)
+        rows = _copy(con, select, target, order_by="trace_id")
+    _copy(
+        con,
+        "select unnest($files::varchar[]) as file",
+        tmp / "indexed_files.parquet",
+        {"files": [file for file in present if file != placeholder]},
+    )
+    return rows
 
 
 def remove_old_generations(store_dir: Path, keep: set[str], grace_s: float = GRACE_S) -> list[str]:

@@ -42,6 +42,17 @@ create or replace macro span_copies() as table
 select * exclude (date)
 from read_parquet({{segments}}, hive_partitioning = true, union_by_name = true, filename = true);
 
+-- span_copies_in(files): the same rows from a list of segment files (or globs) only.
+create or replace macro span_copies_in(files) as table
+select * exclude (date)
+from read_parquet(files, hive_partitioning = true, union_by_name = true, filename = true);
+
+-- turn_files_of(traces): {traces, files}: the segments that can hold those traces, for spans_in to open instead of
+-- every segment. Without a snapshot nothing says where a trace is: null, and spans_in reads every segment. With one
+-- (derived/snapshot.sql) the snapshot's trace -> segment index answers, plus every segment it has not indexed.
+-- catalog.execute_script holds it in the variable turnlens_turn_files whenever a script sets turnlens_turn_traces.
+create or replace macro turn_files_of(traces) as null::struct(traces varchar[], files varchar[]);
+
 -- turn_traces_of(turns): the traces a list of turns (turn ids) is made of, found from narrow columns without building
 -- the views: a trace naming one of the turns or being it, a trace linking to one of those, and every trace those link
 -- to (whose identity a linking trace inherits). A named query holds it in the session variable turnlens_turn_traces
@@ -184,7 +195,12 @@ left join linked_identity as l using (trace_id);
 create or replace macro spans_in(traces) as table
 with listed as materialized (  -- a few traces: read from the segments once, then four times from memory
     select *
-    from span_copies()
+    -- only the segments turn_files_of named for exactly these traces (a constant, so the scan opens those files
+    -- alone), else every segment
+    from span_copies_in(coalesce(
+        case when getvariable('turnlens_turn_files').traces = traces then getvariable('turnlens_turn_files').files end,
+        [{{segments}}]
+    ))
     -- the range is what makes it fast: a comparison with a constant is a filter the Parquet scan applies to trace_id
     -- before it decodes the wide columns, where a list (IN) only prunes row groups by their statistics
     where traces is not null

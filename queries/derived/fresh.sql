@@ -30,6 +30,9 @@ select * from turnlens_trace_links_of('turnlens_new_copies');
 create or replace view turnlens_snapshot_trace_turns as
 select * from read_parquet({{derived}} || '/trace_turns.parquet');
 
+create or replace view turnlens_snapshot_trace_files as
+select * from read_parquet({{derived}} || '/trace_files.parquet');
+
 -- traces whose rows may change: fresh ones, those inheriting identity from one, those sharing a key with one
 create or replace view turnlens_touched_traces as
 select trace_id from turnlens_fresh_traces

@@ -84,3 +84,25 @@ create or replace macro key_traces_of(traces) as (
         coalesce((select list(linked_trace_id) from links where trace_id in (select trace_id from sharing)), [])
     ))
 );
+
+-- turn_files_of(traces), as base/spans.sql defines it, from the snapshot's trace -> segment index (sorted by trace id)
+-- plus every segment present that the index does not know (written, or compacted, since): one turn's spans_in then
+-- opens the few segments that hold it instead of every segment of the store.
+create or replace macro turn_files_of(traces) as (
+    with present as (
+        select file from glob({{segments}})
+    ),
+
+    holding as (
+        select distinct file
+        from read_parquet({{derived}} || '/trace_files.parquet')
+        where trace_id between list_min(traces) and list_max(traces) and list_contains(traces, trace_id)
+    )
+
+    select struct_pack(traces := traces, files := coalesce(list(file order by file), []))
+    from (
+        select file from holding semi join present using (file)
+        union
+        select file from present anti join read_parquet({{derived}} || '/indexed_files.parquet') as i using (file)
+    )
+);

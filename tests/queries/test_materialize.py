@@ -106,6 +106,19 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     ).fetchall()
     with catalog.connect(store) as con:
         assert one_turn_rows(con, turns) == one_turn_rows(plain, turns)
+        # and it opens only the segments that can hold the turn: those the index names, and the unindexed ones
+        session, turn = turns[0]
+        catalog.execute_script(
+            con, "set variable turnlens_turn_traces = turn_traces_of([$turn])", {"turn": turn}
+        )
+        [(opened,)] = con.execute("select getvariable('turnlens_turn_files').files").fetchall()
+        [(holding,)] = con.execute(
+            "select list(distinct filename) from span_copies()"
+            " where list_contains(getvariable('turnlens_turn_traces'), trace_id)"
+        ).fetchall()
+        every = [file for (file,) in con.execute("select distinct filename from span_copies()").fetchall()]
+    assert set(holding) <= set(opened), (opened, holding)
+    assert len(set(opened) & set(every)) < len(every), "a segment that cannot hold the turn is not opened"
     plain.close()
 
     second = materialize.materialize(store, segments_glob(store), margin_s=0)

@@ -14,6 +14,19 @@ select * from turnlens_trace_keys_of('turnlens_all_copies');
 -- step: full_trace_links
 select * from turnlens_trace_links_of('turnlens_all_copies');
 
+-- step: full_trace_files
+-- which segment holds which trace: one turn's spans_in opens those segments only (turn_files_of)
+select distinct trace_id, filename as file from turnlens_all_copies;
+
+-- step: refresh_trace_files
+-- the previous index for segments still present, and the segments it did not know read now ($new: a list)
+select * from turnlens_snapshot_trace_files semi join (select file from glob({{segments}})) using (file)
+union all
+select distinct trace_id, filename as file from span_copies_in($new::varchar[]);
+
+-- step: indexed_files
+select distinct file from read_parquet($index);
+
 -- step: refresh_trace_turns
 -- the snapshot's identity for traces the fresh part did not read, the recomputed identity for those it did
 select * from turnlens_snapshot_trace_turns anti join turnlens_fresh_input using (trace_id)
