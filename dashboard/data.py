@@ -86,6 +86,9 @@ def harden(con: duckdb.DuckDBPyConnection, store_dir: Path, *, memory_limit: str
     segments and derived (materialised views) folders are allowed first, then access is closed and the
     configuration locked so no query (the SQL console's included) can open it again.
     """
+    [(locked,)] = con.execute("select current_setting('lock_configuration')").fetchall()
+    if locked:  # DuckDB handed out this process's instance of the catalog again: it is hardened already
+        return
     folders = [str((store_dir / name).resolve()) + "/" for name in ("segments", "derived")]
     if memory_limit:
         con.execute("set memory_limit = $limit", {"limit": memory_limit})

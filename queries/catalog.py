@@ -307,5 +307,10 @@ def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
     files replace them), and one turn's queries otherwise re-read the footer of every segment per scan.
     """
     con = duckdb.connect(str(store_dir / CATALOG_FILE), read_only=True)
-    con.execute("set parquet_metadata_cache = true")
+    try:
+        con.execute("set parquet_metadata_cache = true")
+    except duckdb.InvalidInputException:
+        # DuckDB hands out the instance this process already opened at this path; the dashboard locks that
+        # instance's configuration (dashboard/data.py, harden) after this very setting was made on it
+        pass
     return con
