@@ -14,6 +14,7 @@ path that still opens is still listed): such a query fails with "No such file" a
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import json
@@ -91,9 +92,10 @@ class _Manifest:
 
 
 @contextmanager
-def maintenance_lock(segments_root: Path, timeout_s: float) -> Iterator[None]:
-    """Holds the store's maintenance lock (flock: per open file, released if the holder dies)."""
-    fd = os.open(segments_root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+def exclusive_lock(path: Path, timeout_s: float, busy: Exception) -> Iterator[None]:
+    """Holds an flock on `path` (per open file, released if the holder dies), waiting up to `timeout_s`;
+    raises `busy` when another process holds it longer."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -102,7 +104,7 @@ def maintenance_lock(segments_root: Path, timeout_s: float) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise CompactionBusy(f"another process is maintaining {segments_root}") from None
+                    raise busy from None
                 time.sleep(0.05)
         try:
             yield
@@ -110,6 +112,12 @@ def maintenance_lock(segments_root: Path, timeout_s: float) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def maintenance_lock(segments_root: Path, timeout_s: float) -> contextlib.AbstractContextManager[None]:
+    """Holds the store's maintenance lock: one compaction or retention pass at a time."""
+    busy = CompactionBusy(f"another process is maintaining {segments_root}")
+    return exclusive_lock(segments_root / LOCK, timeout_s, busy)
 
 
 def _sweep(segments_root: Path, manifest: _Manifest, now: float) -> int:

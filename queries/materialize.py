@@ -16,7 +16,6 @@ the disk after a grace period, as replaced segments do.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import math
@@ -25,14 +24,14 @@ import re
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
-from turnlens.collector import segments
+from turnlens.collector import compaction, segments
 from turnlens.queries import catalog, registry
 
 DERIVED_DIR = "derived"
@@ -56,7 +55,6 @@ IDENTITY = ("trace_turns", "trace_keys", "trace_links")
 # what each side table is looked up by (one turn's named queries): written sorted on it in small row groups
 IDENTITY_ORDER = {"trace_turns": "turn_id", "trace_keys": "idempotency_key", "trace_links": "trace_id"}
 LOOKUP_ROW_GROUP = 8192
-FRESH_VIEW = {view: f"turnlens_fresh_{view}" for view in VIEWS} | {"turns": "turnlens_fresh_turns_rows"}
 DEFAULT_MARGIN_S = 10.0  # a copy received this long before a snapshot started is durable in a segment by then
 DEFAULT_BUCKET_SPANS = (
     1_000_000  # stored copies per bucket of a full build (~4-6 GB of DuckDB memory at most)
@@ -71,7 +69,7 @@ HELD = (
     "turnlens_touched_turn_ids",
     "turnlens_fresh_input",
     "turnlens_fresh_spans",
-    "turnlens_fresh_turns",
+    "turnlens_replaced_turns",
     "turnlens_fresh_events",
     "turnlens_fresh_side_effects",
     "turnlens_fresh_cancel_acks",
@@ -163,30 +161,15 @@ def apply_derived(
         for statement in catalog.split_statements((DERIVED_SQL / name).read_text()):
             # a statement naming {{view}} is one definition for every materialised view
             for view in VIEWS if "{{view}}" in statement else ("",):
-                fresh = FRESH_VIEW[view] if view else ""
-                con.execute(
-                    render_derived(statement, segments_glob, snapshot)
-                    .replace("turnlens_fresh_{{view}}", fresh)
-                    .replace("{{view}}", view)
-                )
+                con.execute(render_derived(statement, segments_glob, snapshot).replace("{{view}}", view))
 
 
-@contextmanager
-def _lock(store_dir: Path) -> Iterator[None]:
+def _lock(store_dir: Path) -> AbstractContextManager[None]:
+    """The store's snapshot lock: one materialiser at a time, refused at once when another holds it."""
     folder = store_dir / DERIVED_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise MaterializeBusy(f"another process is materialising {store_dir}") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    busy = MaterializeBusy(f"another process is materialising {store_dir}")
+    return compaction.exclusive_lock(folder / LOCK_FILE, 0.0, busy)
 
 
 def _copy(
@@ -220,7 +203,7 @@ def _copy(
 def _hold_fresh_part(con: duckdb.DuckDBPyConnection, steps: dict[str, str], *, turns: bool) -> None:
     """Computes the fresh part's relations once each (HELD, in order), for the views written from them."""
     for name in HELD:
-        if name == "turnlens_fresh_turns" and not turns:
+        if name == "turnlens_replaced_turns" and not turns:
             continue  # a full build's bucket names its turns itself
         started = time.perf_counter()
         for statement in catalog.split_statements(steps["hold"].replace("{{name}}", name)):
@@ -229,18 +212,14 @@ def _hold_fresh_part(con: duckdb.DuckDBPyConnection, steps: dict[str, str], *, t
 
 
 def _write_views(
-    con: duckdb.DuckDBPyConnection, folder: Path, part: str, source: Mapping[str, str]
+    con: duckdb.DuckDBPyConnection, steps: dict[str, str], folder: Path, part: str, step: str
 ) -> dict[str, int]:
-    rows = {}
-    for view in VIEWS:
-        rows[view] = _copy(
-            con,
-            f"select * from {source[view]} semi join turnlens_fresh_turns using (session_id, turn_id)"
-            if source is FRESH_VIEW
-            else f"select * from {source[view]}",
-            folder / view / f"{part}.parquet",
-        )
-    return rows
+    """Writes each materialised view's rows as one part: the refresh's views (`view_rows`) or a full build
+    bucket's fresh part (`bucket_view_rows`)."""
+    return {
+        view: _copy(con, steps[step].replace("{{view}}", view), folder / view / f"{part}.parquet")
+        for view in VIEWS
+    }
 
 
 def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_limit: str | None) -> Any:
@@ -339,8 +318,8 @@ def _refresh(
         for name in IDENTITY
     }
     rows["trace_files"] = _write_file_index(con, steps, segments_glob, tmp, previous)
-    rows |= _write_views(con, tmp, "part-00000", {view: view for view in VIEWS})
-    [(touched,)] = con.execute("select count(*) from turnlens_fresh_turns").fetchall()
+    rows |= _write_views(con, steps, tmp, "part-00000", "view_rows")
+    [(touched,)] = con.execute(steps["count_replaced"]).fetchall()
     return {"mode": "refresh", "rows": rows, "touched_turns": int(touched), "buckets": 1}
 
 
@@ -374,7 +353,7 @@ def _full_build(
         con.execute(steps["bucket_turns"], {"bucket": bucket})
         con.execute(steps["use_bucket_turns"])
         _hold_fresh_part(con, steps, turns=False)
-        for view, count in _write_views(con, tmp, f"part-{bucket:05d}", FRESH_VIEW).items():
+        for view, count in _write_views(con, steps, tmp, f"part-{bucket:05d}", "bucket_view_rows").items():
             view_rows[view] += count
     return {"mode": "full", "rows": rows | view_rows, "buckets": buckets, "copies": int(copies)}
 
@@ -389,14 +368,13 @@ def _write_file_index(
     """The trace -> segment index by which one turn's spans_in opens its segments (turn_files_of), and the
     segments it covers. A refresh keeps the previous index for segments still present and reads only those
     it did not know; the placeholder is never indexed, so a turn's list of segments is never empty."""
-    present = [file for (file,) in con.execute("select file from glob(?)", [segments_glob]).fetchall()]
+    present = [file for (file,) in con.execute(steps["present_files"], {"glob": segments_glob}).fetchall()]
     placeholder = str(Path(segments_glob).parent.parent / segments.PLACEHOLDER)
     target = tmp / "trace_files.parquet"
     if previous is None:
         rows = _copy(con, steps["full_trace_files"], target, order_by="trace_id")
     else:
-        index = catalog.sql_string(str(previous.folder / "indexed_files.parquet"))
-        [(indexed,)] = con.execute(f"select list(file) from read_parquet({index})").fetchall()
+        [(indexed,)] = con.execute(render_derived(steps["indexed_files"], segments_glob, previous)).fetchall()
         new = sorted(set(present) - set(indexed or []) | {placeholder})
         listed = (
             "[" + ", ".join(catalog.sql_string(file) for file in new) + "]"
@@ -405,7 +383,7 @@ def _write_file_index(
         rows = _copy(con, select, target, order_by="trace_id")
     _copy(
         con,
-        "select unnest($files::varchar[]) as file",
+        steps["indexed_files_of"],
         tmp / "indexed_files.parquet",
         {"files": [file for file in present if file != placeholder]},
     )

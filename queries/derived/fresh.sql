@@ -88,7 +88,7 @@ with stored as not materialized (
 select * from spans_resolved('stored');
 
 -- the turns (session_id, turn_id) whose snapshot rows the fresh part replaces
-create or replace view turnlens_fresh_turns as
+create or replace view turnlens_replaced_turns as
 select session_id, turn_id from turnlens_snapshot_trace_turns semi join turnlens_touched_turn_ids using (turn_id)
 union
 select session_id, turn_id
@@ -117,7 +117,7 @@ select * from divergences_of('turnlens_fresh_events');
 create or replace view turnlens_fresh_turn_usage as
 select * from turn_usage_of('turnlens_fresh_events', 'turnlens_fresh_cancel_acks');
 
-create or replace view turnlens_fresh_turns_rows as
+create or replace view turnlens_fresh_turns as
 select * from turns_of(
     'turnlens_fresh_events', 'turnlens_fresh_side_effects', 'turnlens_fresh_divergences', 'turnlens_fresh_cancel_acks'
 );

@@ -4,6 +4,6 @@
 -- each materialised view ({{view}}; its fresh part is turnlens_fresh_{{view}}).
 
 create or replace view {{view}} as
-select * from read_parquet({{derived}} || '/{{view}}/*.parquet') anti join turnlens_fresh_turns using (session_id, turn_id)
+select * from read_parquet({{derived}} || '/{{view}}/*.parquet') anti join turnlens_replaced_turns using (session_id, turn_id)
 union all by name
-select * from turnlens_fresh_{{view}} semi join turnlens_fresh_turns using (session_id, turn_id);
+select * from turnlens_fresh_{{view}} semi join turnlens_replaced_turns using (session_id, turn_id);

@@ -24,8 +24,26 @@ select * from turnlens_snapshot_trace_files semi join (select file from glob({{s
 union all
 select distinct trace_id, filename as file from span_copies_in($new::varchar[]);
 
+-- step: present_files
+select file from glob($glob);
+
 -- step: indexed_files
-select distinct file from read_parquet($index);
+-- the segments the previous snapshot's trace -> segment index covers
+select list(file) from read_parquet({{derived}} || '/indexed_files.parquet');
+
+-- step: indexed_files_of
+select unnest($files::varchar[]) as file;
+
+-- step: view_rows
+-- a refresh: a materialised view as it stands (the previous snapshot's rows plus the fresh part)
+select * from {{view}};
+
+-- step: bucket_view_rows
+-- a full build's bucket: the fresh part's rows of the bucket's own turns
+select * from turnlens_fresh_{{view}} semi join turnlens_replaced_turns using (session_id, turn_id);
+
+-- step: count_replaced
+select count(*) from turnlens_replaced_turns;
 
 -- step: refresh_trace_turns
 -- the snapshot's identity for traces the fresh part did not read, the recomputed identity for those it did
@@ -72,7 +90,7 @@ create or replace temp table turnlens_bucket_turns as
 select distinct session_id, turn_id from turnlens_buckets where bucket = $bucket;
 
 -- step: use_bucket_turns
-create or replace view turnlens_fresh_turns as select * from turnlens_bucket_turns;
+create or replace view turnlens_replaced_turns as select * from turnlens_bucket_turns;
 
 -- step: count_fresh
 select count(*) from span_copies() where received_unix_nano > $watermark;
