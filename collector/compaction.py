@@ -276,6 +276,21 @@ def compact(
     return result
 
 
+def schedule_deletion(
+    segments_root: Path, files: list[Path], grace_s: float = DEFAULT_GRACE_S, *, lock_timeout_s: float = 30.0
+) -> None:
+    """Schedules other files of the store (the derived state's replaced partitions) for deletion after
+    `grace_s`, by the same manifest and sweep as replaced segments. Raises CompactionBusy when the maintenance
+    lock stays held longer than `lock_timeout_s`."""
+    with maintenance_lock(segments_root, lock_timeout_s):
+        manifest = _Manifest(segments_root)
+        names = [os.path.relpath(path, segments_root) for path in files]
+        manifest.entries.append(_Entry(sources=names, delete_after_unix=time.time() + grace_s))
+        manifest.save()
+        if grace_s <= 0:
+            _sweep(segments_root, manifest, time.time())
+
+
 def expired_partitions(segments_root: Path, max_age_s: float, now: float) -> list[Path]:
     """Partitions whose whole day ended more than `max_age_s` before `now`."""
     cutoff = dt.datetime.fromtimestamp(now - max_age_s, tz=dt.UTC)

@@ -284,20 +284,26 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
 def apply_snapshot(
     con: duckdb.DuckDBPyConnection, store_dir: Path, segments_glob: str, views: list[SqlView]
 ) -> None:
-    """Replaces the materialised views by reads of the store's snapshot, when it has a usable one."""
+    """Replaces the derived views by reads of the store's derived partitions, when it has usable ones; says in
+    turnlens_snapshot what they cover (or that nothing is built yet)."""
     from turnlens.queries import materialize  # it builds on this module
 
-    snapshot = materialize.current_snapshot(store_dir)
-    if snapshot is None:
-        return
-    materialize.apply_derived(con, segments_glob, snapshot, materialize.CATALOG_FILES)
+    manifest = materialize.current_snapshot(store_dir)
+    if manifest is None:
+        materialize.apply_no_state(con)
+    else:
+        materialize.apply_snapshot_sql(con, segments_glob, manifest)
     con.execute(
         "comment on view turnlens_snapshot is "
-        + sql_string("the snapshot the materialised views read: rows for spans received up to watermark_at")
+        + sql_string(
+            "the derived state the per-turn views read: rows for spans received up to watermark_at, from"
+            " `partitions` partitions of `partitions_total` while a build runs; no row values before the first"
+        )
     )
-    for view in views:
-        if view.name in materialize.VIEWS:
-            comment_view(con, view)
+    if manifest is not None:
+        for view in views:
+            if view.name in materialize.VIEWS:
+                comment_view(con, view)
 
 
 def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:

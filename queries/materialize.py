@@ -1,32 +1,35 @@
-"""Materialises the per-turn catalogue views into a snapshot: reading them costs a file read, not detectors.
+"""The derived state of a store: the per-turn views as Parquet partitions, refreshed in proportion to what changed.
 
-A snapshot is a folder `DIR/derived/gen-<watermark>/` of Parquet files: the rows of the per-turn views
-(VIEWS: `turns`, `side_effects`, `divergences`, ..., and the parts `node_skew` and `tool_audit` add up), and
-three side tables (each trace's turn, its idempotency keys, its links) that tell which turns a newer span
-touches. It covers every stored copy received at or before its watermark. With a snapshot in place the
-store's catalogue defines those views as reads of it (derived/snapshot.sql); their live form stays callable as
-macros, e.g. `divergences_of('turn_events')`.
+The rows of the per-turn views (VIEWS: `turns`, `side_effects`, `divergences`, ...) and three identity side
+tables (each trace's turn, its idempotency keys, its links) are partitioned by the time a turn's earliest span
+started: by the minute while an hour is recent, by the hour once it is not (a roll-up moves the rows, it does not
+recompute them). Every row carries its turn (session_id, turn_id), so replacing a turn is the same operation in
+every table. A manifest, `DIR/derived/current.json` (a copy under `manifests/v<N>.json` for readers pinning a
+version), names the live file of each partition; it is written atomically and durably, and the store's catalogue
+is rewritten to read the files it names (derived/snapshot.sql).
 
-The first snapshot (or `--full`) recomputes every turn, a bucket of turns at a time so memory stays bounded.
-Later ones refresh: the previous snapshot's rows for untouched turns, and the turns that copies received since
-touched, recomputed from all their traces (derived/fresh.sql, derived/materialized.sql). `current.json` in
-`DIR/derived` names the snapshot in use; the catalogue is rewritten to read it, and replaced snapshots leave
-the disk after a grace period, as replaced segments do.
+A refresh reads the copies received since the manifest's watermark, finds the turns they touch (through their
+traces, links and idempotency keys, derived/fresh.sql), recomputes those turns from the segments the trace ->
+segment index names, and writes new files for only the partitions holding those turns' previous rows or receiving
+their new ones (copy-on-write): a partition nothing touched keeps its file. Retention dropping a day of segments
+drops that day's partitions; the traces they held are recomputed from what remains of them. A full build (the
+first one, `--full`, or after the views' SQL or the tool registry changed) goes a bucket of partitions at a time,
+newest first, publishing each bucket as it is done, so readers see the recent turns first and how far the build
+got (turnlens_snapshot.partitions / partitions_total). Files a new manifest no longer names are handed to
+compaction's deferred deletion (collector/compaction.py, schedule_deletion), as replaced segments are.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
-import shutil
 import time
 from collections import defaultdict
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +39,13 @@ from turnlens.queries import catalog, registry
 
 DERIVED_DIR = "derived"
 CURRENT_FILE = "current.json"
+MANIFESTS_DIR = "manifests"
+INDEX_DIR = "index"
 LOCK_FILE = ".lock"
+FORMAT = 2  # the manifest's layout; another format is rebuilt, not read
 DERIVED_SQL = catalog.QUERIES_DIR / "derived"
 BUILD_SQL = DERIVED_SQL / "steps" / "materialize.sql"
-# the views a snapshot holds, in the order they are written; each has one row per turn or finer (session_id,
-# turn_id)
+# the views the derived state holds; each has one row per turn or finer (session_id, turn_id)
 VIEWS = (
     "side_effects",
     "cancel_acks",
@@ -52,57 +57,103 @@ VIEWS = (
     "tool_claims",
 )
 IDENTITY = ("trace_turns", "trace_keys", "trace_links")
+TABLES = VIEWS + IDENTITY
 # what each side table is looked up by (one turn's named queries): written sorted on it in small row groups
 IDENTITY_ORDER = {"trace_turns": "turn_id", "trace_keys": "idempotency_key", "trace_links": "trace_id"}
 LOOKUP_ROW_GROUP = 8192
-DEFAULT_MARGIN_S = 10.0  # a copy received this long before a snapshot started is durable in a segment by then
-DEFAULT_BUCKET_SPANS = (
-    1_000_000  # stored copies per bucket of a full build (~4-6 GB of DuckDB memory at most)
-)
-DEFAULT_REFRESH_LIMIT = 1_000_000  # fresh copies above which a refresh becomes a full build
-# the fresh part's relations a snapshot run holds in memory, each computed once from those before it
-HELD = (
+DEFAULT_MARGIN_S = 1.0  # a copy is durable in a segment before its export is acknowledged: 1 s covers the flush
+DEFAULT_BUCKET_SPANS = 250_000  # stored copies per bucket of a full build
+DEFAULT_MEMORY_LIMIT = "1GB"  # DuckDB's limit in a materialiser; past it, it spills to derived/.spill
+ROLLUP_AFTER_S = 15 * 60  # an hour whose end is this far behind the watermark is rolled up into one partition
+INDEX_CHUNKS_MAX = 16  # more chunks of the trace -> segment index than this are merged into one
+GRACE_S = compaction.DEFAULT_GRACE_S  # replaced files stay this long for readers whose catalogue names them
+# the fresh part's relations a run holds in memory, each computed once from those before it
+HELD_TOUCHED = (
     "turnlens_fresh_traces",
     "turnlens_trace_keys",
     "turnlens_trace_links",
     "turnlens_touched_traces",
     "turnlens_touched_turn_ids",
     "turnlens_fresh_input",
+)
+HELD_RECOMPUTED = (
+    "turnlens_fresh_stored",
     "turnlens_fresh_spans",
     "turnlens_replaced_turns",
+    "turnlens_turn_parts",
+    "turnlens_fresh_trace_turns",
+    "turnlens_fresh_trace_keys",
+    "turnlens_fresh_trace_links",
     "turnlens_fresh_events",
-    "turnlens_fresh_side_effects",
-    "turnlens_fresh_cancel_acks",
-    "turnlens_fresh_divergences",
+    *(f"turnlens_fresh_{view}" for view in VIEWS),
 )
-REFRESH_FILES = ("identity.sql", "fresh.sql", "materialized.sql")  # a refresh: snapshot plus fresh part
-CATALOG_FILES = ("identity.sql", "snapshot.sql")  # the store's catalogue: VIEWS read the snapshot
-GRACE_S = (
-    300.0  # as compaction keeps replaced segments: a reader's open catalogue may still name the old snapshot
-)
+CATALOG_FILES = ("identity.sql", "snapshot.sql")  # the store's catalogue: VIEWS read the partitions
 
 TIMINGS: dict[str, float] = defaultdict(float)  # seconds per step of the last materialize()
 _STEP = re.compile(r"^-- step: (\w+)$", re.MULTILINE)
+_PHASE = re.compile(r"^-- phase: (\w+)$", re.MULTILINE)
 
 
 class MaterializeBusy(Exception):
-    """Another process is writing a snapshot of this store."""
+    """Another process is writing the derived state of this store."""
 
 
 @dataclass(frozen=True)
-class Snapshot:
-    """The snapshot a store's catalogue reads: its folder and the received_unix_nano it covers."""
+class Manifest:
+    """One version of the derived state: the live file of each partition, and what its rows cover.
 
-    folder: Path
-    watermark: int
+    A partition's files are `<table>/p=<partition>/v<version>.parquet`, the version that last wrote it; the
+    trace -> segment index is chunks `index/traces-v<N>.parquet` and `index/segments-v<N>.parquet`.
+    """
+
+    folder: Path  # DIR/derived
+    version: int
     inputs_sha256: str
-    built_unix: float = 0.0
+    watermark: int  # every copy received at or before it is in the partitions
+    built_unix: float
+    partitions: dict[str, int]  # partition -> version of its files
+    chunks: list[int]  # versions of the index chunks
+    template: int  # version of the zero-row file of each table
+    partitions_total: int | None = None  # while a full build runs: the partitions it will write
+    retiring: list[str] = field(default_factory=list)  # replaced files compaction has not yet taken
+
+    @property
+    def complete(self) -> bool:
+        return self.partitions_total is None
+
+    @property
+    def generation(self) -> str:
+        return f"v{self.version}"
+
+    def partition_file(self, table: str, part: str, version: int | None = None) -> Path:
+        return self.folder / table / f"p={part}" / f"v{self.partitions[part] if version is None else version}.parquet"
+
+    def template_file(self, table: str) -> Path:
+        return self.folder / table / f"empty-v{self.template}.parquet"
+
+    def table_files(self, table: str, parts: list[str] | None = None) -> list[str]:
+        """The files holding a table's rows (of some partitions), led by its zero-row file."""
+        chosen = sorted(self.partitions) if parts is None else parts
+        return [str(self.template_file(table))] + [str(self.partition_file(table, part)) for part in chosen]
+
+    def chunk_files(self, kind: str) -> list[str]:
+        return [str(self.folder / INDEX_DIR / f"{kind}-v{chunk}.parquet") for chunk in self.chunks]
+
+    def files(self) -> set[str]:
+        """Every file this version names."""
+        named = {name for table in TABLES for name in self.table_files(table)}
+        return named | set(self.chunk_files("traces")) | set(self.chunk_files("segments"))
+
+    def to_json(self) -> dict[str, Any]:
+        body = asdict(self)
+        body.pop("folder")
+        return {"format": FORMAT, **body}
 
 
 def inputs_fingerprint(store_dir: Path) -> str:
-    """What a snapshot's rows depend on besides the spans: the tool registry (side_effects' tiers) and the SQL
-    that defines the views. A snapshot written under other inputs (an edited registry, a turnlens upgrade
-    whose detectors or columns changed) is not used: the views are live until the next (full) snapshot."""
+    """What the derived rows depend on besides the spans: the tool registry (side_effects' tiers) and the SQL
+    that defines the views. Derived state written under other inputs (an edited registry, a turnlens upgrade
+    whose detectors or columns changed) is not read: the next run rebuilds it."""
     digest = hashlib.sha256()
     registry_file = store_dir / registry.REGISTRY_FILE
     digest.update(registry_file.read_bytes() if registry_file.exists() else b"")
@@ -113,125 +164,192 @@ def inputs_fingerprint(store_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def current_snapshot(store_dir: Path) -> Snapshot | None:
-    """The snapshot `current.json` names, if it is whole and was written under the store's current tool
-    registry."""
+def read_manifest(store_dir: Path) -> Manifest | None:
+    """The manifest `current.json` holds, whatever inputs it was written under; None if absent or unreadable."""
+    folder = store_dir / DERIVED_DIR
     try:
-        manifest = json.loads((store_dir / DERIVED_DIR / CURRENT_FILE).read_text())
-        snapshot = Snapshot(
-            folder=store_dir / DERIVED_DIR / manifest["generation"],
-            watermark=int(manifest["watermark_unix_nano"]),
-            inputs_sha256=str(manifest["inputs_sha256"]),
-            built_unix=float(manifest["built_unix"]),
-        )
-    except (FileNotFoundError, KeyError, ValueError):
+        body = json.loads((folder / CURRENT_FILE).read_text())
+        if body.pop("format", None) != FORMAT:
+            return None
+        return Manifest(folder=folder, **body)
+    except (FileNotFoundError, KeyError, TypeError, ValueError):
         return None
-    if snapshot.inputs_sha256 != inputs_fingerprint(store_dir) or not snapshot.folder.is_dir():
+
+
+def current_snapshot(store_dir: Path) -> Manifest | None:
+    """The derived state readers use: the current manifest, if written under the store's current inputs."""
+    manifest = read_manifest(store_dir)
+    if manifest is None or manifest.inputs_sha256 != inputs_fingerprint(store_dir):
         return None
-    return snapshot
+    return manifest
 
 
 def build_steps() -> dict[str, str]:
     """The statements of derived/steps/materialize.sql by step name."""
-    text = BUILD_SQL.read_text()
-    parts = _STEP.split(text)
+    return _sections(BUILD_SQL.read_text(), _STEP)
+
+
+def _sections(text: str, marker: re.Pattern[str]) -> dict[str, str]:
+    parts = marker.split(text)
     return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
-def render_derived(sql: str, segments_glob: str, snapshot: Snapshot) -> str:
-    """A derived SQL file with the store's locations and the snapshot's watermark filled in (DDL binds
-    nothing)."""
-    return (
-        sql.replace("{{segments}}", catalog.sql_string(segments_glob))
-        .replace("{{derived}}", catalog.sql_string(str(snapshot.folder.resolve())))
-        .replace("{{watermark}}", str(int(snapshot.watermark)))
-        .replace("{{generation}}", catalog.sql_string(snapshot.folder.name))
-        .replace("{{built}}", repr(float(snapshot.built_unix)))
-    )
+def sql_list(files: list[str]) -> str:
+    """A list of strings as a SQL constant (DDL and table functions take no bound parameters)."""
+    return "[" + ", ".join(catalog.sql_string(name) for name in files) + "]::varchar[]"
 
 
-def apply_derived(
-    con: duckdb.DuckDBPyConnection, segments_glob: str, snapshot: Snapshot, files: tuple[str, ...]
-) -> None:
-    """Runs files of derived/ (REFRESH_FILES in the materialiser, CATALOG_FILES in the store's catalogue)."""
+def fill(sql: str, values: Mapping[str, str]) -> str:
+    """Fills `{{name}}` placeholders with SQL text."""
+    for name, value in values.items():
+        sql = sql.replace("{{" + name + "}}", value)
+    return sql
+
+
+def apply_snapshot_sql(con: duckdb.DuckDBPyConnection, segments_glob: str, manifest: Manifest) -> None:
+    """Creates the catalogue's reads of the derived state (CATALOG_FILES) on `con`."""
     listed = catalog.read_order(DERIVED_SQL)
-    for name in files:
+    values = {
+        "segments": catalog.sql_string(segments_glob),
+        "watermark": str(int(manifest.watermark)),
+        "generation": catalog.sql_string(manifest.generation),
+        "built": repr(float(manifest.built_unix)),
+        "partitions": str(len(manifest.partitions)),
+        "partitions_total": "null" if manifest.partitions_total is None else str(manifest.partitions_total),
+        "complete": "true" if manifest.complete else "false",
+        "index_traces_files": sql_list(manifest.chunk_files("traces")),
+        "index_segments_files": sql_list(manifest.chunk_files("segments")),
+        **{f"{table}_files": sql_list(manifest.table_files(table)) for table in IDENTITY},
+    }
+    for name in CATALOG_FILES:
         if name not in listed:
             raise catalog.CatalogError(f"{DERIVED_SQL / '_order'} does not list {name}")
         for statement in catalog.split_statements((DERIVED_SQL / name).read_text()):
-            # a statement naming {{view}} is one definition for every materialised view
             for view in VIEWS if "{{view}}" in statement else ("",):
-                con.execute(render_derived(statement, segments_glob, snapshot).replace("{{view}}", view))
+                files = sql_list(manifest.table_files(view)) if view else ""
+                con.execute(fill(statement, values | {"view": view, "files": files}))
+
+
+def apply_no_state(con: duckdb.DuckDBPyConnection) -> None:
+    """turnlens_snapshot on a store without derived state: it says nothing is built (the views are live)."""
+    for statement in catalog.split_statements(build_steps()["no_state"]):
+        con.execute(statement)
 
 
 def _lock(store_dir: Path) -> AbstractContextManager[None]:
-    """The store's snapshot lock: one materialiser at a time, refused at once when another holds it."""
+    """The store's derived-state lock: one materialiser at a time, refused at once when another holds it."""
     folder = store_dir / DERIVED_DIR
     folder.mkdir(parents=True, exist_ok=True)
     busy = MaterializeBusy(f"another process is materialising {store_dir}")
     return compaction.exclusive_lock(folder / LOCK_FILE, 0.0, busy)
 
 
-def _copy(
-    con: duckdb.DuckDBPyConnection,
-    select: str,
-    target: Path,
-    params: Mapping[str, Any] | None = None,
-    order_by: str | None = None,
-) -> int:
-    """Writes a query's rows to one Parquet file (sorted, in small row groups, when `order_by` names the
-    column a lookup filters on, so the lookup reads one row group); returns the row count."""
-    started = time.perf_counter()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    query = select.rstrip().rstrip(";")
-    if order_by:
-        query = f"select * from ({query}) order by {order_by}"
-    statement = (
-        f"copy ({query}) to {catalog.sql_string(str(target))}"
-        f" (format parquet, compression zstd, row_group_size {LOOKUP_ROW_GROUP if order_by else 122_880})"
-    )
-    con.execute(statement, dict(params or {}))
-    [(rows,)] = con.execute(
-        f"select count(*) from read_parquet({catalog.sql_string(str(target))})"
-    ).fetchall()
-    TIMINGS[target.name if target.parent.name.startswith(".gen") else target.parent.name] += (
-        time.perf_counter() - started
-    )
-    return int(rows)
+class _Run:
+    """One materialiser run: its connection, the previous manifest and the files it writes."""
 
+    def __init__(
+        self,
+        store_dir: Path,
+        segments_glob: str,
+        con: duckdb.DuckDBPyConnection,
+        watermark: int,
+        version: int,
+    ) -> None:
+        self.store_dir = store_dir
+        self.folder = store_dir / DERIVED_DIR
+        self.segments_glob = segments_glob
+        self.con = con
+        self.steps = build_steps()
+        self.watermark = watermark
+        self.version = version
+        # the newest hour already rolled up: a turn that started before it belongs to an hour partition
+        self.cutoff = _hour_floor(watermark - int(ROLLUP_AFTER_S * 1e9))
+        self.placeholder = str(Path(segments_glob).parent.parent / segments.PLACEHOLDER)
+        self.written_dirs: set[Path] = set()
 
-def _hold_fresh_part(con: duckdb.DuckDBPyConnection, steps: dict[str, str], *, turns: bool) -> None:
-    """Computes the fresh part's relations once each (HELD, in order), for the views written from them."""
-    for name in HELD:
-        if name == "turnlens_replaced_turns" and not turns:
-            continue  # a full build's bucket names its turns itself
+    def step(self, name: str, values: Mapping[str, str] | None = None, params: Mapping[str, Any] | None = None) -> Any:
+        """Runs one step's statements; returns the last one's cursor."""
         started = time.perf_counter()
-        for statement in catalog.split_statements(steps["hold"].replace("{{name}}", name)):
-            con.execute(statement)
-        TIMINGS[f"hold {name}"] += time.perf_counter() - started
+        result = None
+        for statement in catalog.split_statements(fill(self.steps[name], values or {})):
+            result = self.con.execute(statement, catalog._params_of(statement, params or {}))
+        TIMINGS[name] += time.perf_counter() - started
+        return result
+
+    def fresh_phase(self, phase: str, values: Mapping[str, str]) -> None:
+        """Creates one phase of derived/fresh.sql's views."""
+        started = time.perf_counter()
+        body = _sections((DERIVED_SQL / "fresh.sql").read_text(), _PHASE)[phase]
+        for statement in catalog.split_statements(fill(body, values)):
+            self.con.execute(statement)
+        TIMINGS[f"define {phase}"] += time.perf_counter() - started
+
+    def hold(self, names: tuple[str, ...]) -> None:
+        """Computes relations of the fresh part once each, in order, and reads them from memory afterwards."""
+        for name in names:
+            self.step("hold", {"name": name})
+            TIMINGS[f"hold {name}"] += TIMINGS.pop("hold")
+
+    def copy(self, select: str, target: Path, order_by: str | None = None) -> None:
+        """Writes a query's rows to one Parquet file (sorted, in small row groups, when `order_by` names the
+        column a lookup filters on), fsynced; its directory is fsynced before the manifest names it."""
+        started = time.perf_counter()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        query = select.rstrip().rstrip(";")
+        if order_by:
+            query = f"select * from ({query}) order by {order_by}"
+        self.con.execute(
+            f"copy ({query}) to {catalog.sql_string(str(target))}"
+            f" (format parquet, compression zstd, row_group_size {LOOKUP_ROW_GROUP if order_by else 122_880})"
+        )
+        segments.fsync_file(target)
+        self.written_dirs.add(target.parent)
+        TIMINGS[f"write {target.parent.parent.name}"] += time.perf_counter() - started
+
+    def present_segments(self) -> list[str]:
+        return [file for (file,) in self.con.execute("select file from glob($glob)", {"glob": self.segments_glob}).fetchall()]
+
+    def write_chunk(self, files: list[str]) -> None:
+        """A chunk of the trace -> segment index for `files` (the placeholder keeps the list non-empty)."""
+        listed = {"files": sql_list(sorted(set(files) | {self.placeholder}))}
+        self.copy(self.steps["index_traces"].replace("{{files}}", listed["files"]), self._chunk("traces"), "trace_id")
+        self.copy(self.steps["index_segments"].replace("{{files}}", listed["files"]), self._chunk("segments"))
+
+    def _chunk(self, kind: str, version: int | None = None) -> Path:
+        return self.folder / INDEX_DIR / f"{kind}-v{self.version if version is None else version}.parquet"
+
+    def write_partition(self, table: str, part: str, previous: Path | None) -> None:
+        values = {"table": table, "part": catalog.sql_string(part)}
+        if previous is None:
+            select = fill(self.steps["new_partition_rows"], values)
+        else:
+            select = fill(self.steps["partition_rows"], values | {"previous": catalog.sql_string(str(previous))})
+        target = self.folder / table / f"p={part}" / f"v{self.version}.parquet"
+        self.copy(select, target, IDENTITY_ORDER.get(table))
+
+    def count(self, files: list[str]) -> int:
+        [(rows,)] = self.con.execute(fill(self.steps["count_rows"], {"files": sql_list(files)})).fetchall()
+        return int(rows)
 
 
-def _write_views(
-    con: duckdb.DuckDBPyConnection, steps: dict[str, str], folder: Path, part: str, step: str
-) -> dict[str, int]:
-    """Writes each materialised view's rows as one part: the refresh's views (`view_rows`) or a full build
-    bucket's fresh part (`bucket_view_rows`)."""
-    return {
-        view: _copy(con, steps[step].replace("{{view}}", view), folder / view / f"{part}.parquet")
-        for view in VIEWS
-    }
+def _hour_floor(ns: int) -> int:
+    hour = 3600 * 1_000_000_000
+    return ns - ns % hour
 
 
 def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_limit: str | None) -> Any:
     con = duckdb.connect()
     if threads:
         con.execute(f"set threads = {int(threads)}")  # SET binds no parameters
-    if memory_limit:
-        con.execute(f"set memory_limit = {catalog.sql_string(memory_limit)}")
+    spill = store_dir / DERIVED_DIR / ".spill"
+    con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")
+    con.execute(f"set memory_limit = {catalog.sql_string(memory_limit or DEFAULT_MEMORY_LIMIT)}")
     con.execute("set preserve_insertion_order = false")
     con.execute("set parquet_metadata_cache = true")  # every view binds span_copies() and reads its footers
     catalog.apply_tables(con, store_dir)
     catalog.apply_views(con, segments_glob, catalog.load_views())
+    for statement in catalog.split_statements((DERIVED_SQL / "identity.sql").read_text()):
+        con.execute(statement)
     return con
 
 
@@ -242,165 +360,306 @@ def materialize(
     full: bool = False,
     margin_s: float = DEFAULT_MARGIN_S,
     bucket_spans: int = DEFAULT_BUCKET_SPANS,
-    refresh_limit: int = DEFAULT_REFRESH_LIMIT,
     threads: int | None = None,
     memory_limit: str | None = None,
     now_ns: int | None = None,
 ) -> dict[str, Any]:
-    """Writes the next snapshot of the store, makes it current and rewrites the catalogue to read it.
+    """Brings the store's derived state up to now minus `margin_s` and rewrites the catalogue to read it.
 
-    Returns what it did: mode (full / refresh), watermark, rows per table, buckets, seconds.
-    Raises MaterializeBusy when another process holds the store's snapshot lock.
+    A refresh when the current manifest is whole and written under the store's inputs, else a full build.
+    Returns what it did: mode (full / refresh), version, watermark, partitions written, rows, seconds.
+    Raises MaterializeBusy when another process holds the store's derived-state lock.
     """
     started = time.perf_counter()
     TIMINGS.clear()
     watermark = (now_ns if now_ns is not None else time.time_ns()) - int(margin_s * 1e9)
-    steps = build_steps()
     with _lock(store_dir):
+        found = read_manifest(store_dir)
+        _remove_unpublished(store_dir, found)
         previous = current_snapshot(store_dir)
+        version = (found.version if found else 0) + 1
         con = _connect(store_dir, segments_glob, threads, memory_limit)
         try:
-            generation = f"gen-{watermark}"
-            tmp = store_dir / DERIVED_DIR / f".{generation}.{os.getpid()}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            fresh = None
-            if previous is not None and not full and not _lost_copies(con, steps, store_dir, previous):
-                [(fresh,)] = con.execute(steps["count_fresh"], {"watermark": previous.watermark}).fetchall()
-            if previous is not None and fresh is not None and fresh <= refresh_limit:
-                summary = _refresh(con, steps, segments_glob, previous, tmp)
+            run = _Run(store_dir, segments_glob, con, watermark, version)
+            if previous is not None and previous.complete and not full:
+                manifest, summary = _refresh(run, previous)
             else:
-                summary = _full_build(con, steps, segments_glob, tmp, bucket_spans)
-            [(covered,)] = con.execute(steps["count_covered"], {"watermark": watermark}).fetchall()
+                manifest, summary = _full_build(run, found, bucket_spans)
         finally:
             con.close()
-        final = store_dir / DERIVED_DIR / generation
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        manifest: dict[str, Any] = {
-            "generation": generation,
-            "watermark_unix_nano": watermark,
-            "inputs_sha256": inputs_fingerprint(store_dir),
-            "built_unix": time.time(),
-            "fresh_copies": fresh,
-            "covered_copies": int(covered),
-            **summary,
-        }
-        current = store_dir / DERIVED_DIR / CURRENT_FILE
-        tmp_current = current.with_name(f".{CURRENT_FILE}.{os.getpid()}.tmp")
-        tmp_current.write_text(json.dumps(manifest, indent=2) + "\n")
-        os.replace(tmp_current, current)
-        catalog.write_catalog(store_dir, segments_glob)
-        manifest["removed_generations"] = remove_old_generations(store_dir, keep={generation})
-    manifest["seconds"] = round(time.perf_counter() - started, 3)
-    manifest["step_seconds"] = {name: round(seconds, 3) for name, seconds in TIMINGS.items()}
-    return manifest
-
-
-def _lost_copies(
-    con: duckdb.DuckDBPyConnection, steps: dict[str, str], store_dir: Path, previous: Snapshot
-) -> bool:
-    """Whether copies the previous snapshot covered are gone (retention dropped them): its rows would keep
-    turns whose spans no longer exist, so the next snapshot is a full build."""
-    manifest = json.loads((store_dir / DERIVED_DIR / CURRENT_FILE).read_text())
-    [(covered,)] = con.execute(steps["count_covered"], {"watermark": previous.watermark}).fetchall()
-    return int(covered) < int(manifest.get("covered_copies", 0))
-
-
-def _refresh(
-    con: duckdb.DuckDBPyConnection, steps: dict[str, str], segments_glob: str, previous: Snapshot, tmp: Path
-) -> dict[str, Any]:
-    """The current views (the previous snapshot plus the recomputed touched turns), written as the next
-    snapshot."""
-    apply_derived(con, segments_glob, previous, REFRESH_FILES)
-    _hold_fresh_part(con, steps, turns=True)
-    rows = {
-        name: _copy(con, steps[f"refresh_{name}"], tmp / f"{name}.parquet", order_by=IDENTITY_ORDER[name])
-        for name in IDENTITY
+        _retire(store_dir, manifest, found)
+    summary |= {
+        "generation": manifest.generation,
+        "version": manifest.version,
+        "watermark_unix_nano": manifest.watermark,
+        "partitions": len(manifest.partitions),
+        "seconds": round(time.perf_counter() - started, 3),
+        "step_seconds": {name: round(seconds, 3) for name, seconds in TIMINGS.items()},
     }
-    rows["trace_files"] = _write_file_index(con, steps, segments_glob, tmp, previous)
-    rows |= _write_views(con, steps, tmp, "part-00000", "view_rows")
-    [(touched,)] = con.execute(steps["count_replaced"]).fetchall()
-    return {"mode": "refresh", "rows": rows, "touched_turns": int(touched), "buckets": 1}
+    return summary
 
 
-def _full_build(
-    con: duckdb.DuckDBPyConnection, steps: dict[str, str], segments_glob: str, tmp: Path, bucket_spans: int
-) -> dict[str, Any]:
-    """Every turn recomputed: the identity tables over the whole store, then the views a bucket of turns
-    at a time."""
-    con.execute(steps["all_copies"])
-    apply_derived(
-        con, segments_glob, Snapshot(folder=tmp, watermark=0, inputs_sha256=""), files=("identity.sql",)
+def publish(run: _Run, manifest: Manifest) -> None:
+    """Makes a manifest current, durably: its files' directories fsynced, the manifest written to a temporary
+    name, fsynced and renamed (a versioned copy first, for readers pinning a version), then the catalogue
+    rewritten to read it."""
+    started = time.perf_counter()
+    for directory in sorted(run.written_dirs):
+        segments.fsync_dir(directory)
+        segments.fsync_dir(directory.parent)
+    run.written_dirs.clear()
+    body = json.dumps(manifest.to_json(), indent=1) + "\n"
+    versions = run.folder / MANIFESTS_DIR
+    segments.ensure_dir(versions)
+    for target in (versions / f"v{manifest.version}.json", run.folder / CURRENT_FILE):
+        tmp = segments.tmp_path(target)
+        tmp.write_text(body)
+        segments.publish(tmp, target)
+    TIMINGS["publish manifest"] += time.perf_counter() - started
+    started = time.perf_counter()
+    catalog.write_catalog(run.store_dir, run.segments_glob)
+    TIMINGS["write catalogue"] += time.perf_counter() - started
+
+
+def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
+    """Removes what a run that died wrote after the current version: no manifest names it, no reader sees it."""
+    newest = found.version if found else 0
+    folder = store_dir / DERIVED_DIR
+    for path in folder.glob("*/*/v*.parquet"):
+        if int(path.stem[1:]) > newest:
+            path.unlink(missing_ok=True)
+    for path in [*folder.glob(f"{INDEX_DIR}/*-v*.parquet"), *folder.glob("*/empty-v*.parquet")]:
+        if int(path.stem.rsplit("-v", 1)[1]) > newest:
+            path.unlink(missing_ok=True)
+
+
+def _retire(store_dir: Path, manifest: Manifest, found: Manifest | None) -> None:
+    """Hands the files the previous manifest named and this one does not to compaction's deferred deletion;
+    when compaction holds the store's maintenance lock they wait in the manifest for the next run."""
+    retiring = set(manifest.retiring)
+    if found is not None:
+        retiring |= (found.files() | set(found.retiring)) - manifest.files()
+    if not retiring:
+        return
+    root = store_dir / segments.SEGMENTS_DIR
+    try:
+        compaction.schedule_deletion(root, sorted(Path(name) for name in retiring), GRACE_S, lock_timeout_s=0.5)
+        left: list[str] = []
+    except compaction.CompactionBusy:
+        left = sorted(retiring)
+    if left != manifest.retiring:
+        body = replace(manifest, retiring=left).to_json()
+        target = store_dir / DERIVED_DIR / CURRENT_FILE
+        tmp = segments.tmp_path(target)
+        tmp.write_text(json.dumps(body, indent=1) + "\n")
+        segments.publish(tmp, target)
+
+
+def _update_index(run: _Run, previous: Manifest, present: list[str]) -> tuple[list[int], dict[str, int]]:
+    """The index chunks of the next version and the newest copy of every indexed segment: a new chunk for the
+    segments the previous index did not know; chunks whose segments are all gone are dropped, and many chunks
+    are merged into one."""
+    indexed: dict[str, int] = {}
+    chunk_segments: dict[int, set[str]] = {}
+    for chunk in previous.chunks:
+        rows = run.step("indexed_segments", {"files": sql_list([str(run._chunk("segments", chunk))])}).fetchall()
+        chunk_segments[chunk] = {file for file, _ in rows}
+        indexed |= {file: int(newest) for file, newest in rows if newest is not None}
+    present_set = set(present)
+    chunks = [chunk for chunk in previous.chunks if chunk_segments[chunk] & present_set]
+    new = sorted(present_set - set(indexed) - {run.placeholder})
+    if new:
+        run.write_chunk(new)
+        chunks.append(run.version)
+        rows = run.step("indexed_segments", {"files": sql_list([str(run._chunk("segments"))])}).fetchall()
+        indexed |= {file: int(newest) for file, newest in rows if newest is not None}
+    if len(chunks) > INDEX_CHUNKS_MAX:
+        merged = replace(previous, chunks=chunks)
+        for kind, order in (("traces", "trace_id"), ("segments", None)):
+            select = run.steps[f"chunk_merge_{kind}"].replace("{{files}}", sql_list(merged.chunk_files(kind)))
+            target = run._chunk(kind, run.version)
+            tmp = target.with_name(f".{target.name}.merge")
+            run.con.execute("set variable turnlens_present = $present", {"present": present})
+            run.copy(select.replace("$present", "getvariable('turnlens_present')"), tmp, order)
+            os.replace(tmp, target)
+        chunks = [run.version]
+    return chunks, {file: newest for file, newest in indexed.items() if file in present_set}
+
+
+def folder_is_data(day: Any) -> bool:
+    """Whether a segment day holds spans (the placeholder's day holds none)."""
+    return segments.partition_name(day) != segments.PLACEHOLDER.parent.name
+
+
+def _dropped_partitions(previous: Manifest, present: list[str]) -> list[str]:
+    """Partitions of days retention removed: older than the oldest day that still has a segment."""
+    folders = {Path(file).parent for file in present}
+    days = sorted(
+        day.isoformat().replace("-", "")
+        for day in (segments.partition_day(folder) for folder in folders)
+        if day is not None and folder_is_data(day)
     )
-    rows = {
-        name: _copy(con, steps[f"full_{name}"], tmp / f"{name}.parquet", order_by=IDENTITY_ORDER[name])
-        for name in IDENTITY
+    oldest = days[0] if days else "99999999"
+    return [part for part in previous.partitions if part[:8] < oldest]
+
+
+def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
+    """Folds the copies received since the previous watermark into the partitions they touch."""
+    present = run.present_segments()
+    chunks, newest_copy = _update_index(run, previous, present)
+    new_copy_files = sorted(
+        {file for file, newest in newest_copy.items() if newest > previous.watermark}
+        | (set(present) - set(newest_copy))
+        | {run.placeholder}
+    )
+    dropped = _dropped_partitions(previous, present)
+    run.step(
+        "previous_state",
+        {
+            **{f"{table}_files": sql_list(previous.table_files(table)) for table in IDENTITY},
+            "dropped_trace_turns_files": sql_list(previous.table_files("trace_turns", dropped)),
+        },
+    )
+    index = replace(previous, chunks=chunks, version=run.version)
+    values = {
+        "watermark": str(previous.watermark),
+        "new_copy_files": sql_list(new_copy_files),
+        "cutoff": str(run.cutoff),
+        "index_traces_files": sql_list(index.chunk_files("traces")),
     }
-    rows["trace_files"] = _write_file_index(con, steps, segments_glob, tmp, None)
-    [(copies,)] = con.execute(steps["count_copies"]).fetchall()
-    buckets = max(1, math.ceil(int(copies) / bucket_spans))
-    building = Snapshot(folder=tmp, watermark=0, inputs_sha256="")
-    apply_derived(con, segments_glob, building, files=("fresh.sql",))
-    con.execute(steps["buckets"], {"buckets": buckets})
-    view_rows = dict.fromkeys(VIEWS, 0)
-    for bucket in range(buckets):
-        con.execute(steps["seed_bucket"], {"bucket": bucket})
-        apply_derived(
-            con, segments_glob, building, files=("fresh.sql",)
-        )  # the held views of the last bucket go
-        for statement in catalog.split_statements(steps["seeded_fresh_traces"]):
-            con.execute(render_derived(statement, segments_glob, building))
-        con.execute(steps["bucket_turns"], {"bucket": bucket})
-        con.execute(steps["use_bucket_turns"])
-        _hold_fresh_part(con, steps, turns=False)
-        for view, count in _write_views(con, steps, tmp, f"part-{bucket:05d}", "bucket_view_rows").items():
-            view_rows[view] += count
-    return {"mode": "full", "rows": rows | view_rows, "buckets": buckets, "copies": int(copies)}
-
-
-def _write_file_index(
-    con: duckdb.DuckDBPyConnection,
-    steps: dict[str, str],
-    segments_glob: str,
-    tmp: Path,
-    previous: Snapshot | None,
-) -> int:
-    """The trace -> segment index by which one turn's spans_in opens its segments (turn_files_of), and the
-    segments it covers. A refresh keeps the previous index for segments still present and reads only those
-    it did not know; the placeholder is never indexed, so a turn's list of segments is never empty."""
-    present = [file for (file,) in con.execute(steps["present_files"], {"glob": segments_glob}).fetchall()]
-    placeholder = str(Path(segments_glob).parent.parent / segments.PLACEHOLDER)
-    target = tmp / "trace_files.parquet"
-    if previous is None:
-        rows = _copy(con, steps["full_trace_files"], target, order_by="trace_id")
-    else:
-        [(indexed,)] = con.execute(render_derived(steps["indexed_files"], segments_glob, previous)).fetchall()
-        new = sorted(set(present) - set(indexed or []) | {placeholder})
-        listed = (
-            "[" + ", ".join(catalog.sql_string(file) for file in new) + "]"
-        )  # a table function's constant
-        select = render_derived(steps["refresh_trace_files"], segments_glob, previous).replace("$new", listed)
-        rows = _copy(con, select, target, order_by="trace_id")
-    _copy(
-        con,
-        steps["indexed_files_of"],
-        tmp / "indexed_files.parquet",
-        {"files": [file for file in present if file != placeholder]},
+    run.fresh_phase("touched", values)
+    run.hold(HELD_TOUCHED)
+    input_files = [file for (file,) in run.step("input_files", values).fetchall()]
+    unindexed = set(present) - set(newest_copy)
+    values["input_files"] = sql_list(sorted((set(input_files) & set(present)) | unindexed | {run.placeholder}))
+    run.fresh_phase("recompute", values)
+    run.hold(HELD_RECOMPUTED)
+    touched = {part for (part,) in run.step("touched_parts").fetchall()} - set(dropped)
+    partitions = {part: v for part, v in previous.partitions.items() if part not in dropped}
+    for part in sorted(touched):
+        for table in TABLES:
+            old = previous.partition_file(table, part) if part in partitions else None
+            run.write_partition(table, part, old)
+        partitions[part] = run.version
+    manifest = replace(
+        previous, version=run.version, watermark=run.watermark, built_unix=time.time(), partitions=partitions,
+        chunks=chunks,
     )
-    return rows
+    manifest = _drop_empty(run, manifest, touched)
+    manifest = _roll_up(run, manifest)
+    publish(run, manifest)
+    [(replaced,)] = run.con.execute("select count(*) from turnlens_replaced_turns").fetchall()
+    return manifest, {
+        "mode": "refresh",
+        "touched_turns": int(replaced),
+        "written_partitions": sorted(touched),
+        "dropped_partitions": dropped,
+        "input_segments": len(input_files),
+        "buckets": 1,
+    }
 
 
-def remove_old_generations(store_dir: Path, keep: set[str], grace_s: float = GRACE_S) -> list[str]:
-    """Deletes snapshot folders other than `keep` once they have been replaced for longer than the grace
-    period."""
-    removed = []
-    now = time.time()
-    for folder in sorted((store_dir / DERIVED_DIR).glob("gen-*")):
-        if folder.name in keep or now - folder.stat().st_mtime < grace_s:
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(folder.name)
-    for stale in (store_dir / DERIVED_DIR).glob(".gen-*.tmp"):  # a build that died
-        if now - stale.stat().st_mtime > grace_s:
-            shutil.rmtree(stale, ignore_errors=True)
-    return removed
+def _drop_empty(run: _Run, manifest: Manifest, parts: set[str]) -> Manifest:
+    """Forgets the rewritten partitions that hold no turn any more (their turns moved, or their spans left)."""
+    empty = [part for part in parts if part in manifest.partitions and run.count(
+        [str(manifest.partition_file("trace_turns", part))]) == 0]
+    if not empty:
+        return manifest
+    return replace(manifest, partitions={p: v for p, v in manifest.partitions.items() if p not in empty})
+
+
+def _roll_up(run: _Run, manifest: Manifest) -> Manifest:
+    """Merges the minute partitions of each hour that began before the cutoff into that hour's partition."""
+    hours: dict[str, list[str]] = defaultdict(list)
+    cutoff = time.strftime("%Y%m%dT%H", time.gmtime(run.cutoff / 1e9))
+    for part in manifest.partitions:
+        if len(part) == len("YYYYMMDDTHHMM") and part[:11] < cutoff:
+            hours[part[:11]].append(part)
+    if not hours:
+        return manifest
+    partitions = dict(manifest.partitions)
+    for hour, minutes in sorted(hours.items()):
+        sources = sorted(minutes + ([hour] if hour in partitions else []))
+        for table in TABLES:
+            files = sql_list([str(manifest.partition_file(table, part)) for part in sources])
+            select = run.steps["rolled_up_rows"].replace("{{files}}", files)
+            target = run.folder / table / f"p={hour}" / f"v{run.version}.parquet"
+            tmp = target.with_name(f".{target.name}.rollup")  # the hour may be a source written by this run
+            run.copy(select, tmp, IDENTITY_ORDER.get(table))
+            os.replace(tmp, target)
+        for part in minutes:
+            del partitions[part]
+        partitions[hour] = run.version
+    return replace(manifest, partitions=partitions)
+
+
+def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[Manifest, dict[str, Any]]:
+    """Every turn recomputed a bucket of partitions at a time, newest first, each bucket published when done."""
+    present = run.present_segments()
+    run.step("whole_store_identity")
+    sizes: dict[str, int] = defaultdict(int)
+    for part, spans in run.step("turn_sizes", params={"cutoff": run.cutoff}).fetchall():
+        sizes[part] += int(spans)
+    buckets = _buckets(sizes, bucket_spans)
+    run.write_chunk([file for file in present if file != run.placeholder])
+    manifest = Manifest(
+        folder=run.folder,
+        version=run.version,
+        inputs_sha256=inputs_fingerprint(run.store_dir),
+        watermark=run.watermark,
+        built_unix=time.time(),
+        partitions={},
+        chunks=[run.version],
+        template=run.version,
+        partitions_total=len(sizes),
+        retiring=list(found.retiring) if found else [],
+    )
+    values = {
+        "watermark": str(2**62),  # no copy is new: the seed names the traces
+        "new_copy_files": sql_list([run.placeholder]),
+        "cutoff": str(run.cutoff),
+        "index_traces_files": sql_list(manifest.chunk_files("traces")),
+        "input_files": sql_list(sorted(set(present) | {run.placeholder})),
+    }
+    run.step("bucket_seed", params={"parts": [], "cutoff": run.cutoff})
+    run.fresh_phase("touched", values)
+    run.step("seeded_fresh_traces")
+    run.fresh_phase("recompute", values)
+    for table in TABLES:
+        run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
+    publish(run, manifest)  # readers see an empty state that says a build is under way
+    for bucket in buckets:
+        run.step("bucket_seed", params={"parts": bucket, "cutoff": run.cutoff})
+        run.fresh_phase("touched", values)
+        run.step("seeded_fresh_traces")
+        run.hold(("turnlens_touched_traces", "turnlens_touched_turn_ids", "turnlens_fresh_input"))
+        files = [file for (file,) in run.step("input_files", values).fetchall()]
+        bucket_values = values | {"input_files": sql_list(sorted(set(files) | {run.placeholder}))}
+        run.fresh_phase("recompute", bucket_values)
+        run.step("bucket_replaced_turns")
+        run.hold(tuple(name for name in HELD_RECOMPUTED if name != "turnlens_replaced_turns"))
+        for part in bucket:
+            for table in TABLES:
+                run.write_partition(table, part, None)
+        manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
+        publish(run, manifest)
+    manifest = replace(manifest, partitions_total=None, built_unix=time.time())
+    publish(run, manifest)
+    return manifest, {"mode": "full", "buckets": len(buckets), "copies": sum(sizes.values())}
+
+
+def _buckets(sizes: Mapping[str, int], bucket_spans: int) -> list[list[str]]:
+    """Partitions grouped newest first into buckets of about `bucket_spans` stored copies (a partition larger
+    than that is a bucket of its own)."""
+    buckets: list[list[str]] = []
+    current: list[str] = []
+    total = 0
+    for part in sorted(sizes, reverse=True):
+        if current and total + sizes[part] > bucket_spans:
+            buckets.append(current)
+            current, total = [], 0
+        current.append(part)
+        total += sizes[part]
+    if current:
+        buckets.append(current)
+    return buckets

@@ -1,37 +1,41 @@
--- The fresh part of the materialised views: which turns spans received after the snapshot's watermark touch, and
--- those turns recomputed from every stored copy of the traces they need. Created only when DIR/derived holds a
--- snapshot (queries/materialize.py writes it); {{derived}} is its folder, {{watermark}} the received_unix_nano it
--- covers (every copy received at or before it is in the snapshot's files).
+-- The fresh part of the derived state: which turns the copies received after the manifest's watermark touch, and
+-- those turns recomputed from every stored copy of the traces they need. queries/materialize.py applies it in its
+-- own connection, in two phases, with its inputs named as constants (so the same job can run anywhere that reads the
+-- same Parquet): {{watermark}} the received_unix_nano the previous state covers, {{new_copy_files}} the segments that
+-- can hold copies received after it, {{input_files}} the segments that can hold the input traces, {{cutoff}} the
+-- start (Unix ns) of the newest hour already rolled up into an hour partition. Before phase 1 the materialiser names
+-- the previous state as turnlens_prev_trace_turns, turnlens_prev_trace_keys, turnlens_prev_trace_links (its
+-- identity side tables) and turnlens_dropped_traces (traces of partitions retention dropped).
 --
--- A snapshot row stays true until a copy received after the watermark changes one of its inputs, and the inputs of
+-- A derived row stays true until a copy received after the watermark changes one of its inputs, and the inputs of
 -- a turn's rows are: the spans of its traces, the identity of the traces they link to, and the spans of other traces
 -- carrying the same idempotency key (the duplicate and cross-turn detectors). So the touched turns are the turns of
 -- the traces with fresh copies, of the traces inheriting their identity through a link, of the traces sharing a key
--- with them, and the turns fresh copies name; their rows are recomputed, the snapshot's rows of those turns dropped.
+-- with them, and the turns fresh copies name; their rows are recomputed, their previous rows dropped.
 
--- copies received after the watermark, and their traces (a full build replaces both by its bucket's seed)
+-- phase: touched
+-- copies received after the watermark, and their traces (a full build replaces the traces by its bucket's seed)
 create or replace view turnlens_new_copies as
-select * from span_copies() where received_unix_nano > {{watermark}};
+select * from span_copies_in({{new_copy_files}}) where received_unix_nano > {{watermark}};
 
 create or replace view turnlens_fresh_traces as
-select distinct trace_id from turnlens_new_copies;
+select trace_id from turnlens_new_copies
+union
+select trace_id from turnlens_dropped_traces;
 
--- the identity side tables as of now: a trace's keys and links are those of all its copies, the snapshot's and the new
+-- the identity side tables as of now: a trace's keys and links are those of all its copies, the previous and the new
 create or replace view turnlens_trace_keys as
-select * from read_parquet({{derived}} || '/trace_keys.parquet')
+select trace_id, idempotency_key from turnlens_prev_trace_keys
 union
 select * from turnlens_trace_keys_of('turnlens_new_copies');
 
 create or replace view turnlens_trace_links as
-select * from read_parquet({{derived}} || '/trace_links.parquet')
+select trace_id, linked_trace_id from turnlens_prev_trace_links
 union
 select * from turnlens_trace_links_of('turnlens_new_copies');
 
 create or replace view turnlens_snapshot_trace_turns as
-select * from read_parquet({{derived}} || '/trace_turns.parquet');
-
-create or replace view turnlens_snapshot_trace_files as
-select * from read_parquet({{derived}} || '/trace_files.parquet');
+select trace_id, session_id, turn_id from turnlens_prev_trace_turns;
 
 -- traces whose rows may change: fresh ones, those inheriting identity from one, those sharing a key with one
 create or replace view turnlens_touched_traces as
@@ -44,7 +48,7 @@ from turnlens_trace_keys as k
 semi join (select idempotency_key from turnlens_trace_keys semi join turnlens_fresh_traces using (trace_id)) as f
     using (idempotency_key);
 
--- turn ids to recompute: the snapshot's turns of the touched traces and of the traces they link to, the turns fresh
+-- turn ids to recompute: the previous turns of the touched traces and of the traces they link to, the turns fresh
 -- copies name, and the touched traces themselves (a trace naming no turn is a turn of its own)
 create or replace view turnlens_touched_turn_ids as
 select turn_id from turnlens_snapshot_trace_turns semi join turnlens_touched_traces using (trace_id)
@@ -58,7 +62,7 @@ select span_turn_id from turnlens_new_copies where span_turn_id is not null
 union
 select trace_id from turnlens_touched_traces;
 
--- every trace the recomputation reads: the snapshot's traces of those turns, the touched traces, the traces sharing
+-- every trace the recomputation reads: the previous traces of those turns, the touched traces, the traces sharing
 -- an idempotency key with any of them, and the traces all of these link to (whose identity they inherit)
 create or replace view turnlens_fresh_input as
 with turn_traces as (
@@ -80,14 +84,15 @@ select trace_id from keyed
 union
 select linked_trace_id from turnlens_trace_links semi join keyed using (trace_id);
 
+-- phase: recompute
+-- every stored copy of the input traces, from the segments the trace -> segment index names for them
+create or replace view turnlens_fresh_stored as
+select * from span_copies_in({{input_files}}) semi join turnlens_fresh_input using (trace_id);
+
 create or replace view turnlens_fresh_spans as
-with stored as not materialized (
-    select * from span_copies() semi join turnlens_fresh_input using (trace_id)
-)
+select * from spans_resolved('turnlens_fresh_stored');
 
-select * from spans_resolved('stored');
-
--- the turns (session_id, turn_id) whose snapshot rows the fresh part replaces
+-- the turns (session_id, turn_id) whose previous rows the fresh part replaces
 create or replace view turnlens_replaced_turns as
 select session_id, turn_id from turnlens_snapshot_trace_turns semi join turnlens_touched_turn_ids using (turn_id)
 union
@@ -96,8 +101,27 @@ from turnlens_fresh_spans
 where trace_id in (select trace_id from turnlens_touched_traces)
     or turn_id in (select turn_id from turnlens_touched_turn_ids);
 
+-- the partition of each replaced turn: the hour or minute its earliest span started in (turnlens_partition_of)
+create or replace view turnlens_turn_parts as
+select session_id, turn_id, turnlens_partition_of(min(start_time_unix_nano), {{cutoff}}) as part
+from turnlens_fresh_spans semi join turnlens_replaced_turns using (session_id, turn_id)
+group by session_id, turn_id;
+
+-- the identity side tables of the replaced turns, each row carrying its turn (the partition it is written to)
 create or replace view turnlens_fresh_trace_turns as
-select distinct trace_id, session_id, turn_id from turnlens_fresh_spans;
+select distinct s.trace_id, s.session_id, s.turn_id, p.part
+from turnlens_fresh_spans as s
+join turnlens_turn_parts as p using (session_id, turn_id);
+
+create or replace view turnlens_fresh_trace_keys as
+select k.trace_id, k.idempotency_key, t.session_id, t.turn_id
+from turnlens_trace_keys_of('turnlens_fresh_stored') as k
+join turnlens_fresh_trace_turns as t using (trace_id);
+
+create or replace view turnlens_fresh_trace_links as
+select l.trace_id, l.linked_trace_id, t.session_id, t.turn_id
+from turnlens_trace_links_of('turnlens_fresh_stored') as l
+join turnlens_fresh_trace_turns as t using (trace_id);
 
 create or replace view turnlens_fresh_events as
 select * from turn_events_from('turnlens_fresh_spans');

@@ -23,3 +23,13 @@ from (
     where len(links) > 0
 )
 where linked_trace_id <> trace_id;
+
+-- turnlens_partition_of(started_ns, cutoff_ns): the derived partition of a turn whose earliest span started at
+-- started_ns: its hour ('YYYYMMDDTHH') when that hour began before cutoff_ns (an hour no longer hot, rolled up),
+-- else its minute ('YYYYMMDDTHHMM'). Small partitions while spans arrive keep a refresh's rewrite small; hour
+-- partitions later keep the number of files a reader opens small.
+create or replace macro turnlens_partition_of(started_ns, cutoff_ns) as
+case
+    when started_ns < cutoff_ns then strftime(make_timestamp(started_ns // 1000), '%Y%m%dT%H')
+    else strftime(make_timestamp(started_ns // 1000), '%Y%m%dT%H%M')
+end;

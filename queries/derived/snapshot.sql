@@ -1,22 +1,26 @@
--- The catalogue as a store with a snapshot shows it: the per-turn views read the snapshot's rows (written by
--- queries/materialize.py, `turnlens materialize`, which the collector runs on an interval), not the detectors.
--- Created after base/ and views/, replacing the plain definitions of the materialised views; {{derived}} is the snapshot's
--- folder. Their rows cover every span received up to turnlens_snapshot.watermark_at; the plain, live form of each
--- stays callable as its macro: divergences_of('turn_events'), side_effects_of('turn_events'), ...
+-- The catalogue as a store with derived state shows it: the per-turn views read the partitions the manifest names
+-- (DIR/derived/current.json, written by queries/materialize.py, `turnlens materialize`, which the collector runs every
+-- few seconds), not the detectors. Created after base/ and views/, replacing the plain definitions of the derived
+-- views. Each {{files}} below is the list of the live Parquet files of one table, one per partition plus a zero-row
+-- file that gives the columns. Their rows cover every span received up to turnlens_snapshot.watermark_at; the
+-- plain, live form of each view stays callable as its macro: divergences_of('turn_events'), ...
 
 create or replace view turnlens_snapshot as
 select
     {{generation}} as generation,
     {{watermark}}::bigint as watermark_unix_nano,
     make_timestamp({{watermark}}::bigint // 1000) as watermark_at,
-    to_timestamp({{built}}) as built_at;
+    to_timestamp({{built}}) as built_at,
+    {{partitions}}::integer as partitions,
+    {{partitions_total}}::integer as partitions_total,
+    {{complete}} as complete;
 
--- once for each materialised view ({{view}})
+-- once for each derived view ({{view}})
 create or replace view {{view}} as
-select * from read_parquet({{derived}} || '/{{view}}/*.parquet');
+select * from read_parquet({{files}}, hive_partitioning = false);
 
--- turn_traces_of(turns) and key_traces_of(traces), as base/spans.sql defines them, found from the snapshot's side
--- tables (sorted files of a few columns) plus the copies received after its watermark, instead of a scan of the
+-- turn_traces_of(turns) and key_traces_of(traces), as base/spans.sql defines them, found from the derived side
+-- tables (files of a few columns, sorted) plus the copies received after the watermark, instead of a scan of the
 -- whole store: one turn's named queries (its timeline, its findings) stay live and read only its traces.
 create or replace macro turn_traces_of(turns) as (
     with new_copies as (
@@ -24,7 +28,7 @@ create or replace macro turn_traces_of(turns) as (
     ),
 
     links as (  -- union all: a duplicate costs less than de-duplicating every link of the store
-        select trace_id, linked_trace_id from read_parquet({{derived}} || '/trace_links.parquet')
+        select trace_id, linked_trace_id from read_parquet({{trace_links_files}}, hive_partitioning = false)
         union all
         select trace_id, unnest(list_transform(links, lambda link: link.trace_id)) as linked_trace_id
         from new_copies
@@ -32,8 +36,8 @@ create or replace macro turn_traces_of(turns) as (
     ),
 
     naming as (
-        select trace_id from read_parquet({{derived}} || '/trace_turns.parquet')
-        -- the range is a filter the scan applies to the file's sorted row groups: one of them is read
+        select trace_id from read_parquet({{trace_turns_files}}, hive_partitioning = false)
+        -- the range is a filter the scan applies to the files' sorted row groups
         where turn_id between list_min(turns) and list_max(turns) and list_contains(turns, turn_id)
         union
         select trace_id from new_copies where list_contains(turns, span_turn_id) or list_contains(turns, trace_id)
@@ -60,13 +64,13 @@ create or replace macro key_traces_of(traces) as (
     ),
 
     keys as (  -- union all, as in turn_traces_of
-        select trace_id, idempotency_key from read_parquet({{derived}} || '/trace_keys.parquet')
+        select trace_id, idempotency_key from read_parquet({{trace_keys_files}}, hive_partitioning = false)
         union all
         select * from turnlens_trace_keys_of('new_copies')
     ),
 
     links as (
-        select trace_id, linked_trace_id from read_parquet({{derived}} || '/trace_links.parquet')
+        select trace_id, linked_trace_id from read_parquet({{trace_links_files}}, hive_partitioning = false)
         union all
         select * from turnlens_trace_links_of('new_copies')
     ),
@@ -85,7 +89,7 @@ create or replace macro key_traces_of(traces) as (
     ))
 );
 
--- turn_files_of(traces), as base/spans.sql defines it, from the snapshot's trace -> segment index (sorted by trace id)
+-- turn_files_of(traces), as base/spans.sql defines it, from the trace -> segment index (chunks sorted by trace id)
 -- plus every segment present that the index does not know (written, or compacted, since): one turn's spans_in then
 -- opens the few segments that hold it instead of every segment of the store.
 create or replace macro turn_files_of(traces) as (
@@ -95,7 +99,7 @@ create or replace macro turn_files_of(traces) as (
 
     holding as (
         select distinct file
-        from read_parquet({{derived}} || '/trace_files.parquet')
+        from read_parquet({{index_traces_files}}, hive_partitioning = false)
         where trace_id between list_min(traces) and list_max(traces) and list_contains(traces, trace_id)
     )
 
@@ -103,6 +107,7 @@ create or replace macro turn_files_of(traces) as (
     from (
         select file from holding semi join present using (file)
         union
-        select file from present anti join read_parquet({{derived}} || '/indexed_files.parquet') as i using (file)
+        select file from present
+        anti join read_parquet({{index_segments_files}}, hive_partitioning = false) as i using (file)
     )
 );

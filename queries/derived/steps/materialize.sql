@@ -1,103 +1,152 @@
--- The statements queries/materialize.py runs to write a snapshot, each after a `-- step: name` line. The COPY
--- targets are the snapshot's files; everything they read is a view of the catalogue or of fresh.sql.
+-- The statements queries/materialize.py runs to write the derived state, each after a `-- step: name` line. The
+-- COPY targets are partition files; everything they read is a view of the catalogue or of fresh.sql. Placeholders in
+-- double braces are constants the materialiser fills in (lists of files, a partition's name).
 
--- step: all_copies
--- every stored copy, as a relation the identity macros of fresh.sql can be given by name
-create or replace temp view turnlens_all_copies as select * from span_copies();
+-- step: no_state
+-- turnlens_snapshot on a store without derived state yet: nothing built, the per-turn views are live
+create or replace view turnlens_snapshot as
+select
+    null::varchar as generation,
+    null::bigint as watermark_unix_nano,
+    null::timestamp as watermark_at,
+    null::timestamptz as built_at,
+    0::integer as partitions,
+    null::integer as partitions_total,
+    false as complete;
 
--- step: full_trace_turns
-select distinct trace_id, session_id, turn_id from spans;
+-- step: previous_state
+-- the identity side tables of the previous state (every partition, those retention dropped included) and the traces
+-- of the dropped partitions, whose remaining copies (a turn across midnight) are recomputed
+create or replace view turnlens_prev_trace_turns as
+select * from read_parquet({{trace_turns_files}}, hive_partitioning = false);
 
--- step: full_trace_keys
+create or replace view turnlens_prev_trace_keys as
+select * from read_parquet({{trace_keys_files}}, hive_partitioning = false);
+
+create or replace view turnlens_prev_trace_links as
+select * from read_parquet({{trace_links_files}}, hive_partitioning = false);
+
+create or replace view turnlens_dropped_traces as
+select trace_id from read_parquet({{dropped_trace_turns_files}}, hive_partitioning = false);
+
+-- step: whole_store_identity
+-- a full build: every trace's turn, start and size, its keys and links, over the whole store (narrow columns; DuckDB
+-- spills to disk past its memory limit), held so that each bucket seeds its traces from them
+create or replace temp table turnlens_all_trace_turns as
+select trace_id, session_id, turn_id, min(start_time_unix_nano) as started, count(*) as spans
+from spans
+group by all;
+
+create or replace temp view turnlens_all_copies as
+select trace_id, attributes, events, links from span_copies();
+
+create or replace temp table turnlens_all_trace_keys as
 select * from turnlens_trace_keys_of('turnlens_all_copies');
 
--- step: full_trace_links
+create or replace temp table turnlens_all_trace_links as
 select * from turnlens_trace_links_of('turnlens_all_copies');
 
--- step: full_trace_files
--- which segment holds which trace: one turn's spans_in opens those segments only (turn_files_of)
-select distinct trace_id, filename as file from turnlens_all_copies;
+create or replace view turnlens_prev_trace_turns as
+select trace_id, session_id, turn_id from turnlens_all_trace_turns;
 
--- step: refresh_trace_files
--- the previous index for segments still present, and the segments it did not know read now ($new: a list)
-select * from turnlens_snapshot_trace_files semi join (select file from glob({{segments}})) using (file)
-union all
-select distinct trace_id, filename as file from span_copies_in($new::varchar[]);
+create or replace view turnlens_prev_trace_keys as
+select * from turnlens_all_trace_keys;
 
--- step: present_files
-select file from glob($glob);
+create or replace view turnlens_prev_trace_links as
+select * from turnlens_all_trace_links;
 
--- step: indexed_files
--- the segments the previous snapshot's trace -> segment index covers
-select list(file) from read_parquet({{derived}} || '/indexed_files.parquet');
+create or replace view turnlens_dropped_traces as
+select ''::varchar as trace_id where false;
 
--- step: indexed_files_of
-select unnest($files::varchar[]) as file;
+-- step: turn_sizes
+-- a full build's partitions, newest first, with the stored copies of their turns: buckets are cut from this list
+select turnlens_partition_of(min(started), $cutoff) as part, sum(spans)::bigint as spans
+from turnlens_all_trace_turns
+group by session_id, turn_id;
 
--- step: view_rows
--- a refresh: a materialised view as it stands (the previous snapshot's rows plus the fresh part)
-select * from {{view}};
+-- step: bucket_seed
+-- a full build's bucket: the traces of the turns whose partition is one of the bucket's
+create or replace temp table turnlens_bucket_turns as
+select session_id, turn_id
+from turnlens_all_trace_turns
+group by session_id, turn_id
+having list_contains($parts, turnlens_partition_of(min(started), $cutoff));
 
--- step: bucket_view_rows
--- a full build's bucket: the fresh part's rows of the bucket's own turns
-select * from turnlens_fresh_{{view}} semi join turnlens_replaced_turns using (session_id, turn_id);
-
--- step: count_replaced
-select count(*) from turnlens_replaced_turns;
-
--- step: refresh_trace_turns
--- the snapshot's identity for traces the fresh part did not read, the recomputed identity for those it did
-select * from turnlens_snapshot_trace_turns anti join turnlens_fresh_input using (trace_id)
-union all
-select * from turnlens_fresh_trace_turns;
-
--- step: refresh_trace_keys
-select * from turnlens_trace_keys;
-
--- step: refresh_trace_links
-select * from turnlens_trace_links;
-
--- step: buckets
--- each turn's bucket: a full build recomputes the turns of one bucket at a time, seeded with their traces
-create or replace temp table turnlens_buckets as
-select trace_id, session_id, turn_id, hash(session_id, turn_id) % $buckets as bucket
-from turnlens_snapshot_trace_turns;
-
--- step: seed_bucket
 create or replace temp table turnlens_seed as
-select trace_id from turnlens_buckets where bucket = $bucket;
+select trace_id from turnlens_all_trace_turns semi join turnlens_bucket_turns using (session_id, turn_id);
 
 -- step: seeded_fresh_traces
--- a full build's identity tables are whole: the seed's traces are read, not recomputed
+-- a full build's touched traces start from its seed; the identity tables are whole already (nothing is new)
 create or replace view turnlens_fresh_traces as select trace_id from turnlens_seed;
 
-create or replace view turnlens_new_copies as select * from span_copies() where false;
+create or replace view turnlens_trace_keys as select * from turnlens_all_trace_keys;
 
-create or replace view turnlens_trace_keys as select * from read_parquet({{derived}} || '/trace_keys.parquet');
+create or replace view turnlens_trace_links as select * from turnlens_all_trace_links;
 
-create or replace view turnlens_trace_links as select * from read_parquet({{derived}} || '/trace_links.parquet');
+-- step: bucket_replaced_turns
+-- a full build keeps, of each bucket's recomputation, the rows of the bucket's own turns
+create or replace view turnlens_replaced_turns as select * from turnlens_bucket_turns;
 
 -- step: hold
 -- one relation of the fresh part computed once and held ({{name}}: materialize.HELD names them in order), so the
--- next ones and the views written from them read it from memory instead of recomputing it
+-- next ones and the partitions written from them read it from memory instead of recomputing it
 create or replace temp table turnlens_held_{{name}} as select * from {{name}};
 
 create or replace view {{name}} as select * from turnlens_held_{{name}};
 
--- step: bucket_turns
--- a full build keeps, of each bucket's recomputation, the rows of the bucket's own turns
-create or replace temp table turnlens_bucket_turns as
-select distinct session_id, turn_id from turnlens_buckets where bucket = $bucket;
+-- step: input_files
+-- the segments that can hold the input traces: those the index names for them, and those it does not know
+select distinct file
+from read_parquet({{index_traces_files}}, hive_partitioning = false)
+semi join turnlens_fresh_input using (trace_id);
 
--- step: use_bucket_turns
-create or replace view turnlens_replaced_turns as select * from turnlens_bucket_turns;
+-- step: partition_rows
+-- one table of one partition as it stands now: its previous rows of turns nothing touched, and the recomputed rows of
+-- the replaced turns that belong to it ({{table}}, {{part}}; {{previous}} is present when the partition was written
+-- before)
+select * from read_parquet({{previous}}, hive_partitioning = false)
+anti join turnlens_replaced_turns using (session_id, turn_id)
+union all by name
+select * from turnlens_fresh_{{table}}
+semi join (select session_id, turn_id from turnlens_turn_parts where part = {{part}}) using (session_id, turn_id);
 
--- step: count_fresh
-select count(*) from span_copies() where received_unix_nano > $watermark;
+-- step: new_partition_rows
+select * from turnlens_fresh_{{table}}
+semi join (select session_id, turn_id from turnlens_turn_parts where part = {{part}}) using (session_id, turn_id);
 
--- step: count_copies
-select count(*) from span_copies();
+-- step: template_rows
+-- a zero-row file per table: the columns a reader binds when no partition holds rows yet
+select * from turnlens_fresh_{{table}} limit 0;
 
--- step: count_covered
--- copies a snapshot covers; fewer later means retention removed some, and the next snapshot is a full build
-select count(*) from span_copies() where received_unix_nano <= $watermark;
+-- step: rolled_up_rows
+-- an hour partition made of its minute partitions (and its previous hour file): rows are moved, not recomputed
+select * from read_parquet({{files}}, hive_partitioning = false);
+
+-- step: touched_parts
+-- the partitions a refresh rewrites: those holding previous rows of the replaced turns, and those receiving rows
+select distinct part
+from turnlens_prev_trace_turns
+semi join turnlens_replaced_turns using (session_id, turn_id)
+union
+select distinct part from turnlens_turn_parts;
+
+-- step: index_traces
+-- a chunk of the trace -> segment index: which of these segments hold which trace
+select distinct trace_id, filename as file from span_copies_in({{files}});
+
+-- step: index_segments
+-- the segments a chunk covers, with the newest copy each holds (a refresh reads a segment for new copies only when
+-- it holds a copy newer than the watermark)
+select filename as file, max(received_unix_nano) as max_received from span_copies_in({{files}}) group by all;
+
+-- step: indexed_segments
+select file, max_received from read_parquet({{files}}, hive_partitioning = false);
+
+-- step: chunk_merge_traces
+select * from read_parquet({{files}}, hive_partitioning = false) where list_contains($present, file);
+
+-- step: chunk_merge_segments
+select * from read_parquet({{files}}, hive_partitioning = false) where list_contains($present, file);
+
+-- step: count_rows
+select count(*) from read_parquet({{files}}, hive_partitioning = false);
