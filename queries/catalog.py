@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,6 +273,29 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
         views = load_views(queries_dir)
         apply_views(con, segments_glob, views)
         apply_snapshot(con, store_dir, segments_glob, views)
+        con.execute("commit")
+        con.execute("checkpoint")
+    finally:
+        con.close()
+    Path(f"{tmp}.wal").unlink(missing_ok=True)
+    os.replace(tmp, target)
+    return target
+
+
+def update_derived(store_dir: Path, segments_glob: str, queries_dir: Path = QUERIES_DIR) -> Path:
+    """Rewrites the catalogue for a new version of the derived state: a copy of the current catalogue with only
+    the reads of the derived state replaced (a whole catalogue binds every view again, seconds on a loaded
+    machine), renamed into place as write_catalog does. Without a catalogue to copy, writes a whole one."""
+    target = store_dir / CATALOG_FILE
+    if not target.exists():
+        return write_catalog(store_dir, segments_glob, queries_dir)
+    tmp = store_dir / f".{CATALOG_FILE}.{os.getpid()}.tmp"
+    tmp.unlink(missing_ok=True)
+    shutil.copyfile(target, tmp)
+    con = duckdb.connect(str(tmp))
+    try:
+        con.execute("begin")
+        apply_snapshot(con, store_dir, segments_glob, load_views(queries_dir))
         con.execute("commit")
         con.execute("checkpoint")
     finally:

@@ -338,7 +338,11 @@ def _hour_floor(ns: int) -> int:
 
 
 def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_limit: str | None) -> Any:
-    con = duckdb.connect()
+    """The materialiser's connection: the store's catalogue opened read-only (its views and macros are bound
+    already; rebinding them all costs seconds), everything the run creates temporary."""
+    if not (store_dir / catalog.CATALOG_FILE).exists():
+        catalog.write_catalog(store_dir, segments_glob)
+    con = duckdb.connect(str(store_dir / catalog.CATALOG_FILE), read_only=True)
     if threads:
         con.execute(f"set threads = {int(threads)}")  # SET binds no parameters
     spill = store_dir / DERIVED_DIR / ".spill"
@@ -346,9 +350,8 @@ def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_li
     con.execute(f"set memory_limit = {catalog.sql_string(memory_limit or DEFAULT_MEMORY_LIMIT)}")
     con.execute("set preserve_insertion_order = false")
     con.execute("set parquet_metadata_cache = true")  # every view binds span_copies() and reads its footers
-    catalog.apply_tables(con, store_dir)
-    catalog.apply_views(con, segments_glob, catalog.load_views())
-    for statement in catalog.split_statements((DERIVED_SQL / "identity.sql").read_text()):
+    identity = (DERIVED_SQL / "identity.sql").read_text().replace("create or replace macro", "create or replace temp macro")
+    for statement in catalog.split_statements(identity):
         con.execute(statement)
     return con
 
@@ -417,7 +420,7 @@ def publish(run: _Run, manifest: Manifest) -> None:
         segments.publish(tmp, target)
     TIMINGS["publish manifest"] += time.perf_counter() - started
     started = time.perf_counter()
-    catalog.write_catalog(run.store_dir, run.segments_glob)
+    catalog.update_derived(run.store_dir, run.segments_glob)
     TIMINGS["write catalogue"] += time.perf_counter() - started
 
 

@@ -15,30 +15,30 @@
 
 -- phase: touched
 -- copies received after the watermark, and their traces (a full build replaces the traces by its bucket's seed)
-create or replace view turnlens_new_copies as
+create or replace temp view turnlens_new_copies as
 select * from span_copies_in({{new_copy_files}}) where received_unix_nano > {{watermark}};
 
-create or replace view turnlens_fresh_traces as
+create or replace temp view turnlens_fresh_traces as
 select trace_id from turnlens_new_copies
 union
 select trace_id from turnlens_dropped_traces;
 
 -- the identity side tables as of now: a trace's keys and links are those of all its copies, the previous and the new
-create or replace view turnlens_trace_keys as
+create or replace temp view turnlens_trace_keys as
 select trace_id, idempotency_key from turnlens_prev_trace_keys
 union
 select * from turnlens_trace_keys_of('turnlens_new_copies');
 
-create or replace view turnlens_trace_links as
+create or replace temp view turnlens_trace_links as
 select trace_id, linked_trace_id from turnlens_prev_trace_links
 union
 select * from turnlens_trace_links_of('turnlens_new_copies');
 
-create or replace view turnlens_snapshot_trace_turns as
+create or replace temp view turnlens_snapshot_trace_turns as
 select trace_id, session_id, turn_id from turnlens_prev_trace_turns;
 
 -- traces whose rows may change: fresh ones, those inheriting identity from one, those sharing a key with one
-create or replace view turnlens_touched_traces as
+create or replace temp view turnlens_touched_traces as
 select trace_id from turnlens_fresh_traces
 union
 select trace_id from turnlens_trace_links semi join turnlens_fresh_traces on linked_trace_id = turnlens_fresh_traces.trace_id
@@ -50,7 +50,7 @@ semi join (select idempotency_key from turnlens_trace_keys semi join turnlens_fr
 
 -- turn ids to recompute: the previous turns of the touched traces and of the traces they link to, the turns fresh
 -- copies name, and the touched traces themselves (a trace naming no turn is a turn of its own)
-create or replace view turnlens_touched_turn_ids as
+create or replace temp view turnlens_touched_turn_ids as
 select turn_id from turnlens_snapshot_trace_turns semi join turnlens_touched_traces using (trace_id)
 union
 select t.turn_id
@@ -64,7 +64,7 @@ select trace_id from turnlens_touched_traces;
 
 -- every trace the recomputation reads: the previous traces of those turns, the touched traces, the traces sharing
 -- an idempotency key with any of them, and the traces all of these link to (whose identity they inherit)
-create or replace view turnlens_fresh_input as
+create or replace temp view turnlens_fresh_input as
 with turn_traces as (
     select trace_id from turnlens_snapshot_trace_turns semi join turnlens_touched_turn_ids using (turn_id)
     union
@@ -86,14 +86,14 @@ select linked_trace_id from turnlens_trace_links semi join keyed using (trace_id
 
 -- phase: recompute
 -- every stored copy of the input traces, from the segments the trace -> segment index names for them
-create or replace view turnlens_fresh_stored as
+create or replace temp view turnlens_fresh_stored as
 select * from span_copies_in({{input_files}}) semi join turnlens_fresh_input using (trace_id);
 
-create or replace view turnlens_fresh_spans as
+create or replace temp view turnlens_fresh_spans as
 select * from spans_resolved('turnlens_fresh_stored');
 
 -- the turns (session_id, turn_id) whose previous rows the fresh part replaces
-create or replace view turnlens_replaced_turns as
+create or replace temp view turnlens_replaced_turns as
 select session_id, turn_id from turnlens_snapshot_trace_turns semi join turnlens_touched_turn_ids using (turn_id)
 union
 select session_id, turn_id
@@ -102,52 +102,52 @@ where trace_id in (select trace_id from turnlens_touched_traces)
     or turn_id in (select turn_id from turnlens_touched_turn_ids);
 
 -- the partition of each replaced turn: the hour or minute its earliest span started in (turnlens_partition_of)
-create or replace view turnlens_turn_parts as
+create or replace temp view turnlens_turn_parts as
 select session_id, turn_id, turnlens_partition_of(min(start_time_unix_nano), {{cutoff}}) as part
 from turnlens_fresh_spans semi join turnlens_replaced_turns using (session_id, turn_id)
 group by session_id, turn_id;
 
 -- the identity side tables of the replaced turns, each row carrying its turn (the partition it is written to)
-create or replace view turnlens_fresh_trace_turns as
+create or replace temp view turnlens_fresh_trace_turns as
 select distinct s.trace_id, s.session_id, s.turn_id, p.part
 from turnlens_fresh_spans as s
 join turnlens_turn_parts as p using (session_id, turn_id);
 
-create or replace view turnlens_fresh_trace_keys as
+create or replace temp view turnlens_fresh_trace_keys as
 select k.trace_id, k.idempotency_key, t.session_id, t.turn_id
 from turnlens_trace_keys_of('turnlens_fresh_stored') as k
 join turnlens_fresh_trace_turns as t using (trace_id);
 
-create or replace view turnlens_fresh_trace_links as
+create or replace temp view turnlens_fresh_trace_links as
 select l.trace_id, l.linked_trace_id, t.session_id, t.turn_id
 from turnlens_trace_links_of('turnlens_fresh_stored') as l
 join turnlens_fresh_trace_turns as t using (trace_id);
 
-create or replace view turnlens_fresh_events as
+create or replace temp view turnlens_fresh_events as
 select * from turn_events_from('turnlens_fresh_spans');
 
-create or replace view turnlens_fresh_side_effects as
+create or replace temp view turnlens_fresh_side_effects as
 select * from side_effects_of('turnlens_fresh_events');
 
-create or replace view turnlens_fresh_cancel_acks as
+create or replace temp view turnlens_fresh_cancel_acks as
 select * from cancel_acks_of('turnlens_fresh_events');
 
-create or replace view turnlens_fresh_layer_verdicts as
+create or replace temp view turnlens_fresh_layer_verdicts as
 select * from layer_verdicts_of('turnlens_fresh_events');
 
-create or replace view turnlens_fresh_divergences as
+create or replace temp view turnlens_fresh_divergences as
 select * from divergences_of('turnlens_fresh_events');
 
-create or replace view turnlens_fresh_turn_usage as
+create or replace temp view turnlens_fresh_turn_usage as
 select * from turn_usage_of('turnlens_fresh_events', 'turnlens_fresh_cancel_acks');
 
-create or replace view turnlens_fresh_turns as
+create or replace temp view turnlens_fresh_turns as
 select * from turns_of(
     'turnlens_fresh_events', 'turnlens_fresh_side_effects', 'turnlens_fresh_divergences', 'turnlens_fresh_cancel_acks'
 );
 
-create or replace view turnlens_fresh_turn_node_skew as
+create or replace temp view turnlens_fresh_turn_node_skew as
 select * from turn_node_skew_of('turnlens_fresh_events');
 
-create or replace view turnlens_fresh_tool_claims as
+create or replace temp view turnlens_fresh_tool_claims as
 select * from tool_claims_of('turnlens_fresh_events');

@@ -17,16 +17,16 @@ select
 -- step: previous_state
 -- the identity side tables of the previous state (every partition, those retention dropped included) and the traces
 -- of the dropped partitions, whose remaining copies (a turn across midnight) are recomputed
-create or replace view turnlens_prev_trace_turns as
+create or replace temp view turnlens_prev_trace_turns as
 select * from read_parquet({{trace_turns_files}}, hive_partitioning = false);
 
-create or replace view turnlens_prev_trace_keys as
+create or replace temp view turnlens_prev_trace_keys as
 select * from read_parquet({{trace_keys_files}}, hive_partitioning = false);
 
-create or replace view turnlens_prev_trace_links as
+create or replace temp view turnlens_prev_trace_links as
 select * from read_parquet({{trace_links_files}}, hive_partitioning = false);
 
-create or replace view turnlens_dropped_traces as
+create or replace temp view turnlens_dropped_traces as
 select trace_id from read_parquet({{dropped_trace_turns_files}}, hive_partitioning = false);
 
 -- step: whole_store_identity
@@ -46,16 +46,16 @@ select * from turnlens_trace_keys_of('turnlens_all_copies');
 create or replace temp table turnlens_all_trace_links as
 select * from turnlens_trace_links_of('turnlens_all_copies');
 
-create or replace view turnlens_prev_trace_turns as
+create or replace temp view turnlens_prev_trace_turns as
 select trace_id, session_id, turn_id from turnlens_all_trace_turns;
 
-create or replace view turnlens_prev_trace_keys as
+create or replace temp view turnlens_prev_trace_keys as
 select * from turnlens_all_trace_keys;
 
-create or replace view turnlens_prev_trace_links as
+create or replace temp view turnlens_prev_trace_links as
 select * from turnlens_all_trace_links;
 
-create or replace view turnlens_dropped_traces as
+create or replace temp view turnlens_dropped_traces as
 select ''::varchar as trace_id where false;
 
 -- step: turn_sizes
@@ -77,22 +77,22 @@ select trace_id from turnlens_all_trace_turns semi join turnlens_bucket_turns us
 
 -- step: seeded_fresh_traces
 -- a full build's touched traces start from its seed; the identity tables are whole already (nothing is new)
-create or replace view turnlens_fresh_traces as select trace_id from turnlens_seed;
+create or replace temp view turnlens_fresh_traces as select trace_id from turnlens_seed;
 
-create or replace view turnlens_trace_keys as select * from turnlens_all_trace_keys;
+create or replace temp view turnlens_trace_keys as select * from turnlens_all_trace_keys;
 
-create or replace view turnlens_trace_links as select * from turnlens_all_trace_links;
+create or replace temp view turnlens_trace_links as select * from turnlens_all_trace_links;
 
 -- step: bucket_replaced_turns
 -- a full build keeps, of each bucket's recomputation, the rows of the bucket's own turns
-create or replace view turnlens_replaced_turns as select * from turnlens_bucket_turns;
+create or replace temp view turnlens_replaced_turns as select * from turnlens_bucket_turns;
 
 -- step: hold
 -- one relation of the fresh part computed once and held ({{name}}: materialize.HELD names them in order), so the
 -- next ones and the partitions written from them read it from memory instead of recomputing it
 create or replace temp table turnlens_held_{{name}} as select * from {{name}};
 
-create or replace view {{name}} as select * from turnlens_held_{{name}};
+create or replace temp view {{name}} as select * from turnlens_held_{{name}};
 
 -- step: input_files
 -- the segments that can hold the input traces: those the index names for them, and those it does not know
