@@ -585,7 +585,8 @@ def _roll_up(run: _Run, manifest: Manifest) -> Manifest:
         sources = sorted(minutes + ([hour] if hour in partitions else []))
         for table in TABLES:
             files = sql_list([str(manifest.partition_file(table, part)) for part in sources])
-            select = run.steps["rolled_up_rows"].replace("{{files}}", files)
+            step = "rolled_up_trace_turns" if table == "trace_turns" else "rolled_up_rows"
+            select = fill(run.steps[step], {"files": files, "part": catalog.sql_string(hour)})
             target = run.folder / table / f"p={hour}" / f"v{run.version}.parquet"
             tmp = target.with_name(f".{target.name}.rollup")  # the hour may be a source written by this run
             run.copy(select, tmp, IDENTITY_ORDER.get(table))

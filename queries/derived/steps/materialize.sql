@@ -122,6 +122,10 @@ select * from turnlens_fresh_{{table}} limit 0;
 -- an hour partition made of its minute partitions (and its previous hour file): rows are moved, not recomputed
 select * from read_parquet({{files}}, hive_partitioning = false);
 
+-- step: rolled_up_trace_turns
+-- the same for trace_turns, whose rows name their partition
+select * replace ({{part}} as part) from read_parquet({{files}}, hive_partitioning = false);
+
 -- step: touched_parts
 -- the partitions a refresh rewrites: those holding previous rows of the replaced turns, and those receiving rows
 select distinct part

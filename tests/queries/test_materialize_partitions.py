@@ -1,0 +1,302 @@
+"""The partitioned derived state answers exactly as the live views do, whatever order spans arrive in.
+
+Given rows written as segments in stages (each stage a new segment received at a known moment), a refresh after
+each stage must leave every derived view equal to the same view computed live from all the stored copies, and
+must rewrite only the partitions the stage touched: late spans, retried exports, spans of a turn whose partition
+was already written (and rolled up into its hour), idempotency keys shared across turns, links into an older
+partition, retention dropping a day, and a rebuild after the inputs of the views changed.
+"""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+import datetime as dt
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import duckdb
+from turnlens.collector import compaction
+from turnlens.collector import contract as c
+from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.queries import catalog, materialize
+from turnlens.queries.commands import segments_glob
+
+T0_MS = 1_795_000_000_000  # the given rows' T0 (tests/queries/conftest.py): 2026-11-18 11:06:40 UTC
+MINUTE_MS = 60_000
+pytestmark = pytest.mark.slow  # each test runs several materialiser passes (~10 s on a quiet machine)
+HOUR_MS = 60 * MINUTE_MS
+
+
+def shifted(rows: list[dict], ms: int) -> list[dict]:
+    """The same spans `ms` later: wall clocks, HLCs (columns and attributes) and event times moved together."""
+    moved = copy.deepcopy(rows)
+    delta_ns, delta_hlc = ms * 1_000_000, ms << c.HLC_LOGICAL_BITS
+    for row in moved:
+        row["start_time_unix_nano"] += delta_ns
+        row["received_unix_nano"] += delta_ns
+        if row["end_time_unix_nano"] is not None:
+            row["end_time_unix_nano"] += delta_ns
+        if row["hlc"] is not None:
+            row["hlc"] += delta_hlc
+        row["attributes"] = _shift_attributes(row["attributes"], delta_hlc)
+        for event in row["events"]:
+            event["time_unix_nano"] += delta_ns
+            if event["hlc"] is not None:
+                event["hlc"] += delta_hlc
+            event["attributes"] = _shift_attributes(event["attributes"], delta_hlc)
+    return moved
+
+
+def _shift_attributes(text: str, delta_hlc: int) -> str:
+    attributes = json.loads(text)
+    if c.HLC in attributes:
+        attributes[c.HLC] += delta_hlc
+    return json.dumps(attributes)
+
+
+class StagedStore:
+    """A store fed in stages: each `send` is one new segment whose copies were received at `at_ms` (after T0),
+    each `refresh` the materialiser run of a collector at that moment."""
+
+    def __init__(self, directory: Path, builders: SimpleNamespace) -> None:
+        self.dir = builders.write_store(directory, [])
+        self.glob = segments_glob(self.dir)
+        self.segments = 0
+
+    def send(self, rows: list[dict], at_ms: float) -> None:
+        received = _ns(at_ms)
+        stamped = [row | {"received_unix_nano": received} for row in rows]
+        for day, day_rows in _by_day(stamped).items():
+            folder = self.dir / "segments" / f"date={day}"
+            folder.mkdir(parents=True, exist_ok=True)
+            self.segments += 1
+            table = pa.Table.from_pylist(day_rows, schema=SEGMENT_SCHEMA)
+            pq.write_table(table, folder / f"stage-{self.segments:04d}.parquet")
+
+    def refresh(self, at_ms: float, **options: Any) -> dict[str, Any]:
+        return materialize.materialize(self.dir, self.glob, margin_s=0, now_ns=_ns(at_ms) + 1, **options)
+
+    def partitions(self) -> dict[str, int]:
+        manifest = materialize.current_snapshot(self.dir)
+        assert manifest is not None
+        return dict(manifest.partitions)
+
+    def assert_equal_to_live(self) -> dict[str, list[tuple]]:
+        derived = snapshot_rows(self.dir)
+        assert derived == plain_rows(self.dir)
+        return derived
+
+    def kinds(self, turn: str) -> list[str]:
+        with catalog.connect(self.dir) as con:
+            return [k for (k,) in con.execute(
+                "select kind from divergences where turn_id = ? order by kind", [turn]).fetchall()]
+
+
+# each derived view as the catalogue defines it without derived state: computed from every stored copy now
+LIVE = {
+    "side_effects": "side_effects_of('turn_events')",
+    "cancel_acks": "cancel_acks_of('turn_events')",
+    "layer_verdicts": "layer_verdicts_of('turn_events')",
+    "divergences": "divergences_of('turn_events')",
+    "turn_usage": "turn_usage_of('turn_events', 'live_cancel_acks')",
+    "turns": "turns_of('turn_events', 'live_side_effects', 'live_divergences', 'live_cancel_acks')",
+    "turn_node_skew": "turn_node_skew_of('turn_events')",
+    "tool_claims": "tool_claims_of('turn_events')",
+}
+
+
+def plain_rows(store: Path) -> dict[str, list[tuple]]:
+    """Every row of the derived views computed live, in a catalogue of our own over the store's segments."""
+    con = duckdb.connect()
+    catalog.apply_tables(con, store)
+    catalog.apply_views(con, segments_glob(store), catalog.load_views())
+    for view in ("side_effects", "cancel_acks", "divergences"):
+        con.execute(f"create temp table live_{view} as select * from {LIVE[view]}")
+    rows = {view: con.execute(f"select * from {source} order by all").fetchall() for view, source in LIVE.items()}
+    con.close()
+    return rows
+
+
+def snapshot_rows(store: Path) -> dict[str, list[tuple]]:
+    """Every row of the derived views as the store's catalogue shows them."""
+    with catalog.connect(store) as con:
+        return {view: con.execute(f"select * from {view} order by all").fetchall() for view in LIVE}
+
+
+def _ns(ms: float) -> int:
+    return int(round((T0_MS + ms) * 1_000_000))
+
+
+def _by_day(rows: list[dict]) -> dict[str, list[dict]]:
+    days: dict[str, list[dict]] = {}
+    for row in rows:
+        day = dt.datetime.fromtimestamp(row["start_time_unix_nano"] / 1e9, tz=dt.UTC).date().isoformat()
+        days.setdefault(day, []).append(row)
+    return days
+
+
+@pytest.fixture
+def staged(tmp_path: Path, builders: SimpleNamespace) -> StagedStore:
+    return StagedStore(tmp_path / "store", builders)
+
+
+@pytest.fixture
+def contract_turn(builders: SimpleNamespace) -> Any:
+    return builders.turn
+
+
+@pytest.fixture
+def span(builders: SimpleNamespace) -> Any:
+    return builders.span
+
+
+def test_late_spans_and_retried_exports_refresh_only_their_partition(staged: StagedStore, contract_turn: Any) -> None:
+    early = contract_turn(turn="early", key="k-early", trace="te", session="s-early")
+    late_turn = shifted(contract_turn(turn="late", key="k-late", trace="tl", session="s-late", charged=False), 5 * MINUTE_MS)
+    tool_spans = [row for row in late_turn if row["layer"] == "tool"]
+    staged.send(early + [row for row in late_turn if row not in tool_spans], at_ms=5 * MINUTE_MS + 4000)
+    first = staged.refresh(5 * MINUTE_MS + 5000)
+    assert first["mode"] == "full"
+    staged.assert_equal_to_live()
+    before = staged.partitions()
+    assert len(before) == 2, "two turns five minutes apart: two minute partitions"
+    assert "unbilled_side_effect" not in staged.kinds("late"), "nothing committed yet"
+
+    # the tool layer's spans arrive late: the turn's findings change, the other partition is left alone
+    staged.send(tool_spans, at_ms=5 * MINUTE_MS + 8000)
+    second = staged.refresh(5 * MINUTE_MS + 9000)
+    assert second["mode"] == "refresh" and second["touched_turns"] == 1
+    staged.assert_equal_to_live()
+    assert "unbilled_side_effect" in staged.kinds("late")
+    after = staged.partitions()
+    [early_part] = [part for part in before if before[part] == after[part]]
+    assert len(second["written_partitions"]) == 1 and early_part not in second["written_partitions"]
+
+    # an exporter retries the whole late turn: the copies are counted once, nothing changes but the version
+    derived = staged.assert_equal_to_live()
+    staged.send(late_turn, at_ms=5 * MINUTE_MS + 12_000)
+    third = staged.refresh(5 * MINUTE_MS + 13_000)
+    assert third["mode"] == "refresh" and third["written_partitions"] == second["written_partitions"]
+    assert staged.assert_equal_to_live() == derived
+
+
+def test_a_turn_whose_hour_was_rolled_up_takes_late_spans(staged: StagedStore, contract_turn: Any) -> None:
+    old = contract_turn(turn="old", key="k-old", trace="to", session="s-old", charged=False)
+    other = shifted(contract_turn(turn="other", key="k-other", trace="tx", session="s-other"), 30 * MINUTE_MS)
+    missing = [row for row in old if row["layer"] == "tool"]
+    staged.send([row for row in old if row not in missing] + other, at_ms=31 * MINUTE_MS)
+    staged.refresh(31 * MINUTE_MS)
+    assert all(len(part) == len("YYYYMMDDTHHMM") for part in staged.partitions()), "recent: minute partitions"
+
+    # two hours later the hour is cold: its minute partitions became one hour partition, rows moved as they were
+    rolled = staged.refresh(3 * HOUR_MS)
+    assert rolled["mode"] == "refresh" and rolled["touched_turns"] == 0
+    hours = staged.partitions()
+    assert all(len(part) == len("YYYYMMDDTHH") for part in hours)
+    staged.assert_equal_to_live()
+
+    # the old turn's tool spans arrive now: its hour partition is rewritten with them
+    staged.send(missing, at_ms=3 * HOUR_MS + 1000)
+    late = staged.refresh(3 * HOUR_MS + 2000)
+    assert late["touched_turns"] == 1 and len(late["written_partitions"]) == 1
+    assert late["written_partitions"][0] == time.strftime("%Y%m%dT%H", time.gmtime(T0_MS / 1000))
+    staged.assert_equal_to_live()
+    assert "unbilled_side_effect" in staged.kinds("old")
+
+
+def test_an_idempotency_key_shared_with_an_older_partition_refreshes_both(staged: StagedStore, contract_turn: Any) -> None:
+    # turn A committed an invoice with key k-shared and was never charged: unbilled, until a charge for the same
+    # key arrives in another turn's trace ten minutes later (keys are unique across turns, call ids are not)
+    turn_a = contract_turn(turn="turnA", trace="ta", session="s-a", key="k-shared", charged=False)
+    staged.send(turn_a, at_ms=20_000)
+    staged.refresh(21_000)
+    assert "unbilled_side_effect" in staged.kinds("turnA")
+    before = staged.partitions()
+
+    turn_b = shifted(contract_turn(turn="turnB", trace="tb", session="s-b", key="k-shared"), 10 * MINUTE_MS)
+    staged.send(turn_b, at_ms=10 * MINUTE_MS + 5000)
+    refreshed = staged.refresh(10 * MINUTE_MS + 6000)
+    assert refreshed["touched_turns"] == 2
+    assert set(before) <= set(refreshed["written_partitions"]), "turn A's older partition is rewritten too"
+    staged.assert_equal_to_live()
+    assert "unbilled_side_effect" not in staged.kinds("turnA")
+
+
+def test_a_trace_linking_into_an_older_partition_joins_that_turn(
+    staged: StagedStore, contract_turn: Any, span: Any
+) -> None:
+    turn = contract_turn(turn="linked", key="k-linked", trace="tk", session="s-k")
+    staged.send(turn, at_ms=10_000)
+    staged.refresh(11_000)
+    with catalog.connect(staged.dir) as con:
+        [before] = con.execute("select spans, traces from turns where turn_id = 'linked'").fetchall()
+
+    # a background job's trace names no turn; it links to the turn's trace and so belongs to it (its partition is
+    # older than the job's own start)
+    job = [
+        span("background.job", 4 * MINUTE_MS, 4 * MINUTE_MS + 500, trace="job", session=None, turn=None,
+             layer="runtime", links=[("tk", "http")]),
+    ]
+    staged.send(job, at_ms=4 * MINUTE_MS + 1000)
+    refreshed = staged.refresh(4 * MINUTE_MS + 2000)
+    assert refreshed["mode"] == "refresh" and refreshed["touched_turns"] == 1
+    staged.assert_equal_to_live()
+    with catalog.connect(staged.dir) as con:
+        [after] = con.execute("select spans, traces from turns where turn_id = 'linked'").fetchall()
+    assert after == (before[0] + 1, before[1] + 1), "one more span, one more trace"
+
+
+
+def test_retention_drops_a_days_partitions_without_a_rebuild(staged: StagedStore, contract_turn: Any) -> None:
+    first_day = contract_turn(turn="day1", key="k-day1", trace="d1", session="s-d1")
+    # a turn that starts before midnight and ends after: retention takes its first part with the first day
+    crossing_ms = (24 - 11) * HOUR_MS - 6 * MINUTE_MS - 40_000 - 500
+    crossing = shifted(contract_turn(turn="midnight", key="k-midnight", trace="dm", session="s-dm"), crossing_ms)
+    second_day = shifted(contract_turn(turn="day2", key="k-day2", trace="d2", session="s-d2"), 20 * HOUR_MS)
+    staged.send(first_day + crossing + second_day, at_ms=20 * HOUR_MS + 5000)
+    staged.refresh(20 * HOUR_MS + 6000)
+    assert len(_by_day(crossing)) == 2, "the crossing turn has spans on both days"
+    derived = staged.assert_equal_to_live()
+    assert {turn for _, turn, *_ in derived["turns"]} >= {"day1", "midnight", "day2"}
+
+    # retention: every segment of the first day is deleted (no grace, as a sweep after it)
+    now = time.time()
+    first = dt.datetime.combine(dt.date(2026, 11, 19), dt.time(12), tzinfo=dt.UTC)
+    assert compaction.apply_retention(staged.dir / "segments", now - first.timestamp(), grace_s=0) == 1
+    dropped = staged.refresh(20 * HOUR_MS + 10_000)
+    assert dropped["mode"] == "refresh" and dropped["dropped_partitions"]
+    after = staged.assert_equal_to_live()
+    turns = {turn for _, turn, *_ in after["turns"]}
+    assert "day1" not in turns and {"midnight", "day2"} <= turns
+
+
+def test_a_change_of_the_views_inputs_rebuilds_partition_by_partition(staged: StagedStore, contract_turn: Any) -> None:
+    turns = [
+        shifted(contract_turn(turn=f"t{i}", key=f"k-{i}", trace=f"tr{i}", session=f"s{i}", tier=None), i * 7 * MINUTE_MS)
+        for i in range(4)
+    ]
+    staged.send([row for turn in turns for row in turn], at_ms=30 * MINUTE_MS)
+    built = staged.refresh(30 * MINUTE_MS + 1000, bucket_spans=10)
+    assert built["mode"] == "full" and built["buckets"] == 4
+    staged.assert_equal_to_live()
+    assert staged.kinds("t0") == ["untiered_tool"]
+
+    # the tool registry gives the tool a tier: every side effect's tier changes, the derived state is stale
+    (staged.dir / "tool_registry.toml").write_text('[tools.send_invoice]\ntier = "soft_irreversible"\n')
+    catalog.write_catalog(staged.dir, staged.glob)
+    with catalog.connect(staged.dir) as con:
+        assert con.execute("select partitions, complete from turnlens_snapshot").fetchall() == [(0, False)]
+    rebuilt = staged.refresh(30 * MINUTE_MS + 2000, bucket_spans=10)
+    assert rebuilt["mode"] == "full" and rebuilt["buckets"] == 4
+    staged.assert_equal_to_live()
+    assert staged.kinds("t0") == []
+    with catalog.connect(staged.dir) as con:
+        assert con.execute("select partitions, partitions_total, complete from turnlens_snapshot").fetchall() == [
+            (4, None, True)
+        ]
