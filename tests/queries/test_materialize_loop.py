@@ -20,9 +20,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "sample.jsonl.gz"
 @pytest.mark.slow
 def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> None:  # noqa: ANN001
     store = tmp_path / "store"
-    collector = CollectorProcess(
-        store, "--materialize-interval", "1s", "--materialize-margin", "0s", "--compact-interval", "2s"
-    ).start()
+    collector = CollectorProcess(store, "--compact-interval", "2s").start()  # the default materialise schedule
     try:
         assert (
             main(
@@ -51,7 +49,7 @@ def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> N
                 if "turnlens_snapshot" not in views:
                     return None
                 [(generation,)] = con.execute("select generation from turnlens_snapshot").fetchall()
-            return generation if generation == snapshot.folder.name else None
+            return generation if generation == snapshot.generation else None
 
         deadline = time.monotonic() + 90
         generation = None
