@@ -276,6 +276,17 @@ def compact(
     return result
 
 
+def merged_outputs(segments_root: Path) -> set[Path]:
+    """The merged segments whose sources still wait for deletion: new files that hold only copies already
+    stored in other segments (the derived state reads their newest copies only, not all of them)."""
+    path = segments_root / MANIFEST
+    try:
+        entries = json.loads(path.read_text()).get("entries", [])
+    except (FileNotFoundError, ValueError):
+        return set()
+    return {segments_root / entry["output"] for entry in entries if entry.get("output")}
+
+
 def schedule_deletion(
     segments_root: Path, files: list[Path], grace_s: float = DEFAULT_GRACE_S, *, lock_timeout_s: float = 30.0
 ) -> None:

@@ -72,6 +72,8 @@ class Collector:
                         "1",
                         "--margin",
                         str(settings.materialize_margin_s),
+                        "--every",  # one long-lived child: no interpreter start per refresh
+                        str(settings.materialize_interval_s),
                     ],
                     settings.materialize_interval_s,
                 )

@@ -8,6 +8,7 @@ import datetime as dt
 import decimal
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="cover spans received up to this long ago (default %(default)s)")
     mat.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     mat.add_argument("--memory-limit", default=None, help="DuckDB memory limit, e.g. 4GB (default: DuckDB's)")
+    mat.add_argument("--every", type=float, default=None, metavar="SECONDS",
+                     help="keep running: a refresh every SECONDS after the last one ended (what the collector runs)")
+    mat.add_argument("--json", action="store_true", help="print what each run did as one JSON line")
     mat.add_argument("--quiet", action="store_true", help="print nothing on success")
     mat.set_defaults(func=run_materialize)
 
@@ -151,7 +155,16 @@ def run_query(args: argparse.Namespace) -> int:
 
 
 def run_materialize(args: argparse.Namespace) -> int:
-    """Writes the next snapshot; exit 0 when written, 1 on an error, 75 (EX_TEMPFAIL) if another one runs."""
+    """Brings the derived state up to date, once or `--every` SECONDS until stopped; exit 0 when written, 1 on an
+    error, 75 (EX_TEMPFAIL) if another process is writing it (with --every: that run is skipped)."""
+    while True:
+        code = _materialize_once(args)
+        if args.every is None:
+            return code
+        time.sleep(args.every)
+
+
+def _materialize_once(args: argparse.Namespace) -> int:
     try:
         summary = materialize.materialize(
             args.store,
@@ -162,15 +175,20 @@ def run_materialize(args: argparse.Namespace) -> int:
             memory_limit=args.memory_limit,
         )
     except materialize.MaterializeBusy as exc:
-        print(f"turnlens: {exc}", file=sys.stderr)
+        if args.every is None:
+            print(f"turnlens: {exc}", file=sys.stderr)
         return 75
     except duckdb.Error as exc:
         print(f"turnlens: materialize failed: {exc}", file=sys.stderr)
         return 1
-    if not args.quiet:
-        rows = ", ".join(f"{name} {count}" for name, count in summary["rows"].items())
+    args.full = False  # a loop's later runs refresh
+    if args.json:
+        print(json.dumps(summary), flush=True)
+    elif not args.quiet:
         print(
-            f"{summary['mode']} snapshot {summary['generation']} in {summary['seconds']:.1f} s"
-            f" ({summary['buckets']} bucket{'s' if summary['buckets'] != 1 else ''}): {rows}"
+            f"{summary['mode']} {summary['generation']} in {summary['seconds']:.1f} s:"
+            f" {summary['partitions']} partitions, {len(summary.get('written_partitions', []))} rewritten,"
+            f" {summary.get('touched_turns', 0)} turns recomputed, {summary['buckets']} bucket(s)",
+            flush=True,
         )
     return 0

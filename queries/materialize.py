@@ -458,6 +458,12 @@ def _retire(store_dir: Path, manifest: Manifest, found: Manifest | None) -> None
         segments.publish(tmp, target)
 
 
+def _indexed(run: _Run, previous: Manifest) -> set[str]:
+    """The segments the previous version's index covers."""
+    files = sql_list(previous.chunk_files("segments"))
+    return {file for file, _ in run.step("indexed_segments", {"files": files}).fetchall()}
+
+
 def _update_index(run: _Run, previous: Manifest, present: list[str]) -> tuple[list[int], dict[str, int]]:
     """The index chunks of the next version and the newest copy of every indexed segment: a new chunk for the
     segments the previous index did not know; chunks whose segments are all gone are dropped, and many chunks
@@ -509,10 +515,14 @@ def _dropped_partitions(previous: Manifest, present: list[str]) -> list[str]:
 def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
     """Folds the copies received since the previous watermark into the partitions they touch."""
     present = run.present_segments()
+    indexed_before = _indexed(run, previous)
     chunks, newest_copy = _update_index(run, previous, present)
+    merged = {str(path) for path in compaction.merged_outputs(run.store_dir / segments.SEGMENTS_DIR)}
+    new_segments = sorted(set(present) - indexed_before - merged - {run.placeholder})
     new_copy_files = sorted(
         {file for file, newest in newest_copy.items() if newest > previous.watermark}
         | (set(present) - set(newest_copy))
+        | set(new_segments)
         | {run.placeholder}
     )
     dropped = _dropped_partitions(previous, present)
@@ -527,6 +537,7 @@ def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
     values = {
         "watermark": str(previous.watermark),
         "new_copy_files": sql_list(new_copy_files),
+        "new_segments": sql_list(new_segments),
         "cutoff": str(run.cutoff),
         "index_traces_files": sql_list(index.chunk_files("traces")),
     }
@@ -621,6 +632,7 @@ def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[M
     values = {
         "watermark": str(2**62),  # no copy is new: the seed names the traces
         "new_copy_files": sql_list([run.placeholder]),
+        "new_segments": sql_list([]),
         "cutoff": str(run.cutoff),
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
         "input_files": sql_list(sorted(set(present) | {run.placeholder})),

@@ -2,8 +2,9 @@
 -- those turns recomputed from every stored copy of the traces they need. queries/materialize.py applies it in its
 -- own connection, in two phases, with its inputs named as constants (so the same job can run anywhere that reads the
 -- same Parquet): {{watermark}} the received_unix_nano the previous state covers, {{new_copy_files}} the segments that
--- can hold copies received after it, {{input_files}} the segments that can hold the input traces, {{cutoff}} the
--- start (Unix ns) of the newest hour already rolled up into an hour partition. Before phase 1 the materialiser names
+-- can hold copies received after it, {{new_segments}} the segments written since the previous run (not merges),
+-- {{input_files}} the segments that can hold the input traces, {{cutoff}} the start (Unix ns) of the newest hour
+-- already rolled up into an hour partition. Before phase 1 the materialiser names
 -- the previous state as turnlens_prev_trace_turns, turnlens_prev_trace_keys, turnlens_prev_trace_links (its
 -- identity side tables) and turnlens_dropped_traces (traces of partitions retention dropped).
 --
@@ -14,9 +15,13 @@
 -- with them, and the turns fresh copies name; their rows are recomputed, their previous rows dropped.
 
 -- phase: touched
--- copies received after the watermark, and their traces (a full build replaces the traces by its bucket's seed)
+-- copies received after the watermark, and every copy of the segments written since the previous run (a copy stamped
+-- before the watermark may become durable after it), and their traces (a full build replaces the traces by its
+-- bucket's seed)
 create or replace temp view turnlens_new_copies as
-select * from span_copies_in({{new_copy_files}}) where received_unix_nano > {{watermark}};
+select *
+from span_copies_in({{new_copy_files}})
+where received_unix_nano > {{watermark}} or list_contains({{new_segments}}, filename);
 
 create or replace temp view turnlens_fresh_traces as
 select trace_id from turnlens_new_copies

@@ -300,3 +300,17 @@ def test_a_change_of_the_views_inputs_rebuilds_partition_by_partition(staged: St
         assert con.execute("select partitions, partitions_total, complete from turnlens_snapshot").fetchall() == [
             (4, None, True)
         ]
+
+
+def test_a_copy_stamped_before_the_watermark_but_stored_after_it_is_not_missed(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    staged.send(contract_turn(turn="first", key="k-first", trace="tf", session="s-f"), at_ms=10_000)
+    staged.refresh(11_000)
+    # a request received at 10.5 s whose segment became durable only after the refresh at 11 s listed the store
+    straggler = shifted(contract_turn(turn="slow", key="k-slow", trace="ts", session="s-s"), 5000)
+    staged.send(straggler, at_ms=10_500)
+    refreshed = staged.refresh(12_000)
+    assert refreshed["touched_turns"] == 1
+    derived = staged.assert_equal_to_live()
+    assert {turn for _, turn, *_ in derived["turns"]} == {"first", "slow"}
