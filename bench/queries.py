@@ -8,10 +8,14 @@ of issue 4: all of `divergences` over 10M spans < 5 s, one turn's `turn_timeline
 
 The store is built from OTLP protobuf requests decoded by collector/otlp_decode.py and written as
 segments by collector/segments.py, the size and order compaction leaves them (sorted by trace_id). The
-per-turn views read the store's snapshot (queries/materialize.py), as they do under a running collector:
-the script writes a full one when the store has none and reports how long it took, then re-sends
-`--fresh` spans as new copies (a retried export) and times the refresh that folds them in. Figures go
-to stdout as JSON too.
+per-turn views read the store's derived state (queries/materialize.py), as they do under a running collector:
+the script runs a full build (`turnlens materialize --full`, in a child process whose peak RSS is read from the
+kernel) and reports its time and memory, then stores `--fresh` spans of new turns (ids and start times made new,
+received now) and times the refresh that folds them in (`refresh_s`), then re-sends `--fresh` stored spans as
+new copies of old turns (a retried export) and times that refresh too (`refresh_retry_s`). Figures go to stdout
+as JSON too; with `--json` that one object is all stdout holds (the rest goes to stderr).
+
+    .venv/bin/python bench/queries.py --spans 1000000 --json
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,6 +36,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 from turnlens.collector import segments
@@ -109,6 +117,50 @@ def read_all(con: duckdb.DuckDBPyConnection, view: str) -> int:
     return int(catalog.read_view(con, view).to_arrow_table().num_rows)
 
 
+def send_new_turns(store: Path, spans: int) -> int:
+    """Stores `spans` spans of turns the store has never seen, started and received now: what a refresh under
+    a running collector folds in. Copies of the simulator's requests with ids no other copy uses."""
+    stored = sum(
+        pq.ParquetFile(path).metadata.num_rows for path in segments.segment_files(store / segments.SEGMENTS_DIR)
+    )
+    tables, produced = [], 0
+    # the fast mode numbers its copies from 1: the copies past every stored span carry ids no stored span has
+    for data, count in counted_requests(stored + spans):
+        produced += count
+        if produced > stored:
+            tables.append(decode_protobuf(data).table)
+    table = pa.concat_tables(tables).slice(0, spans)
+    now = time.time_ns()
+    shift = now - int(pc.min(table["start_time_unix_nano"]).as_py())
+    for name in ("start_time_unix_nano", "end_time_unix_nano"):
+        index = table.schema.get_field_index(name)
+        table = table.set_column(index, name, pc.add(table[name], pa.scalar(shift, pa.int64())))
+    received = table.schema.get_field_index("received_unix_nano")
+    table = table.set_column(received, "received_unix_nano", pa.array([now] * table.num_rows, pa.int64()))
+    root = store / segments.SEGMENTS_DIR
+    for day, part in segments.split_by_day(table):
+        segments.write_segment(part, root / segments.partition_name(day) / f"bench-new-{now}{segments.SEGMENT_SUFFIX}")
+    return int(table.num_rows)
+
+
+def materialize_child(store: Path, threads: int | None, full: bool) -> dict[str, Any]:
+    """Runs `turnlens materialize` in a child process, as the collector does; returns its summary plus the
+    wall time and the child's peak RSS (the kernel's ru_maxrss, so it counts DuckDB's native memory too)."""
+    command = [sys.executable, "-m", "turnlens.cli", "materialize", "--store", str(store), "--margin", "0", "--json"]
+    command += ["--full"] if full else []
+    command += ["--threads", str(threads)] if threads else []
+    started = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"turnlens materialize exited {os.waitstatus_to_exitcode(status)}")
+    summary = json.loads(output.decode().strip().splitlines()[-1])
+    return summary | {"wall_s": round(wall, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
 def timed(run: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
     times, result = [], None
     for _ in range(repeat):
@@ -116,6 +168,9 @@ def timed(run: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
         result = run()
         times.append(time.perf_counter() - start)
     return times, result
+
+
+say = print  # progress and human-readable figures (stderr with --json)
 
 
 def main() -> int:
@@ -129,40 +184,55 @@ def main() -> int:
     parser.add_argument("--all-views", action="store_true", help="also time a full read of every view")
     parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     parser.add_argument(
-        "--fresh", type=int, default=10_000, help="spans re-sent before timing a refresh (0: none)"
+        "--fresh", type=int, default=10_000, help="spans of new turns (then re-sent spans) before timing a refresh"
     )
+    parser.add_argument("--full", action="store_true", help="time a full build even when the store has derived state")
+    parser.add_argument("--json", action="store_true", help="stdout holds only the figures, as one JSON object")
     args = parser.parse_args()
+    global say
+    if args.json:
+        say = functools.partial(print, file=sys.stderr)
 
     store = args.store or Path(tempfile.mkdtemp(prefix="turnlens-bench-"))
     if not (store / catalog.CATALOG_FILE).exists():
         start = time.perf_counter()
         build_store(store, args.spans)
-        print(f"built {store} in {time.perf_counter() - start:.0f} s")
+        say(f"built {store} in {time.perf_counter() - start:.0f} s")
     else:
         catalog.write_catalog(store, segments_glob(store))  # the views of this checkout
 
-    results: dict[str, Any] = {}
-    glob = segments_glob(store)
-    if materialize.current_snapshot(store) is None:
-        full = materialize.materialize(store, glob, margin_s=0, threads=args.threads)
-        print(f"full snapshot: {full['seconds']:.0f} s in {full['buckets']} buckets; rows {full['rows']}")
-        results["snapshot_full_s"] = full["seconds"]
-    if args.fresh:
-        resent = resend_as_fresh(store, args.fresh)
-        refresh = materialize.materialize(store, glob, margin_s=0, threads=args.threads)
-        print(
-            f"refresh after {resent} re-sent spans: {refresh['seconds']:.1f} s,"
-            f" {refresh.get('touched_turns')} turns recomputed ({refresh['mode']})"
+    results: dict[str, Any] = {"load_average_1m": round(os.getloadavg()[0], 2)}
+    if args.full or materialize.current_snapshot(store) is None:
+        full = materialize_child(store, args.threads, full=True)
+        say(
+            f"full build: {full['seconds']:.1f} s in {full['buckets']} buckets, {full['partitions']} partitions,"
+            f" peak RSS {full['peak_rss_mb']:.0f} MB"
         )
-        results["snapshot_refresh_s"] = refresh["seconds"]
-        results["snapshot_refresh_fresh_copies"] = refresh["fresh_copies"]
+        results |= {"full_build_s": full["seconds"], "full_build_peak_rss_mb": full["peak_rss_mb"]}
+    if args.fresh:
+        sent = send_new_turns(store, args.fresh)
+        refresh = materialize_child(store, args.threads, full=False)
+        say(
+            f"refresh after {sent} spans of new turns: {refresh['seconds']:.2f} s ({refresh['wall_s']:.1f} s with"
+            f" the interpreter), {refresh['touched_turns']} turns, partitions {refresh['written_partitions']},"
+            f" peak RSS {refresh['peak_rss_mb']:.0f} MB"
+        )
+        results |= {"refresh_s": refresh["seconds"], "refresh_peak_rss_mb": refresh["peak_rss_mb"]}
+        results["refresh_step_s"] = refresh["step_seconds"]
+        resent = resend_as_fresh(store, args.fresh)
+        retry = materialize_child(store, args.threads, full=False)
+        say(
+            f"refresh after {resent} re-sent stored spans: {retry['seconds']:.2f} s, {retry['touched_turns']}"
+            f" turns in {len(retry['written_partitions'])} partitions"
+        )
+        results["refresh_retry_s"] = retry["seconds"]
     con = catalog.connect(store)
     if args.threads:
         con.execute(f"set threads = {int(args.threads)}")  # SET takes no bound parameters
     try:
         [summary] = catalog.run_named(con, "store_summary", {}).fetchall()
         results["spans"] = summary[0]
-        print(f"store: {summary[0]} spans, {summary[3]} turns, {summary[4]} .. {summary[5]}")
+        say(f"store: {summary[0]} spans, {summary[3]} turns, {summary[4]} .. {summary[5]}")
         [(session, turn, *_)] = catalog.run_named(con, "turn_ids", {"limit": "1"}).fetchall()
 
         def measure(label: str, run: Callable[[], Any]) -> None:
@@ -172,7 +242,7 @@ def main() -> int:
             verdict = (
                 "" if target is None else ("  within target" if median < target else f"  OVER {target} s")
             )
-            print(
+            say(
                 f"{label:32} {median * 1000:9.0f} ms  (runs: {', '.join(f'{t:.2f}' for t in times)} s;"
                 f" {rows} rows){verdict}"
             )
@@ -195,7 +265,7 @@ def main() -> int:
             for view in EVERY_VIEW:
                 measure(view, functools.partial(read_all, con, view))
     except duckdb.Error as exc:
-        print(f"query failed: {exc}")
+        say(f"query failed: {exc}")
         return 1
     finally:
         con.close()

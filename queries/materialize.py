@@ -407,9 +407,8 @@ def publish(run: _Run, manifest: Manifest) -> None:
     name, fsynced and renamed (a versioned copy first, for readers pinning a version), then the catalogue
     rewritten to read it."""
     started = time.perf_counter()
-    for directory in sorted(run.written_dirs):
-        segments.fsync_dir(directory)
-        segments.fsync_dir(directory.parent)
+    for directory in sorted(run.written_dirs | {d.parent for d in run.written_dirs}):
+        segments.fsync_dir(directory)  # the new files' entries, and the entries of new partition folders
     run.written_dirs.clear()
     body = json.dumps(manifest.to_json(), indent=1) + "\n"
     versions = run.folder / MANIFESTS_DIR
