@@ -54,7 +54,8 @@ class TimedTemplate:
 
 
 def timed_templates(start_ns: int) -> list[TimedTemplate]:
-    """The fast mode's templates of a short, dense simulation started at `start_ns`, with their time offsets: an
+    """The fast mode's templates of a short, dense simulation started at `start_ns`, with their time offsets:
+    an
     8-byte value after a fixed64 tag that falls inside the simulated period is a time."""
     original = fast.Simulation
     fast.Simulation = lambda **kw: original(**kw, start_ns=start_ns, sessions_per_minute=600.0)  # type: ignore
@@ -166,8 +167,18 @@ def watch(store: Path, probes: list[Probe], lock: threading.Lock, stop: threadin
 
 
 def start_collector(store: Path, port: int) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "turnlens.cli", "collect", "--store", str(store),
-               "--http", f"127.0.0.1:{port}", "--grpc", "off"]
+    command = [
+        sys.executable,
+        "-m",
+        "turnlens.cli",
+        "collect",
+        "--store",
+        str(store),
+        "--http",
+        f"127.0.0.1:{port}",
+        "--grpc",
+        "off",
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -186,13 +197,17 @@ def free_port() -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the background traffic runs")
     parser.add_argument("--rate", type=float, default=20_000.0, help="background spans per second, in all")
     parser.add_argument("--senders", type=int, default=2, help="background sender processes")
     parser.add_argument("--probe-every", type=float, default=2.0, help="seconds between probes")
     parser.add_argument("--store", type=Path, default=None, help="store folder (default: a temporary one)")
-    parser.add_argument("--json", action="store_true", help="stdout holds only the figures, as one JSON object")
+    parser.add_argument(
+        "--json", action="store_true", help="stdout holds only the figures, as one JSON object"
+    )
     args = parser.parse_args()
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
 
@@ -204,7 +219,9 @@ def main() -> int:
     url = f"http://127.0.0.1:{port}/v1/traces"
     acked = multiprocessing.Value("q", 0)
     senders = [
-        multiprocessing.Process(target=send_background, args=(url, args.rate / args.senders, args.seconds, i, acked))
+        multiprocessing.Process(
+            target=send_background, args=(url, args.rate / args.senders, args.seconds, i, acked)
+        )
         for i in range(args.senders)
     ]
     probes: list[Probe] = []

@@ -9,10 +9,13 @@ of issue 4: all of `divergences` over 10M spans < 5 s, one turn's `turn_timeline
 The store is built from OTLP protobuf requests decoded by collector/otlp_decode.py and written as
 segments by collector/segments.py, the size and order compaction leaves them (sorted by trace_id). The
 per-turn views read the store's derived state (queries/materialize.py), as they do under a running collector:
-the script runs a full build (`turnlens materialize --full`, in a child process whose peak RSS is read from the
-kernel) and reports its time and memory, then stores `--fresh` spans of new turns (ids and start times made new,
+the script runs a full build (`turnlens materialize --full`, in a child process whose peak RSS is read from
+the
+kernel) and reports its time and memory, then stores `--fresh` spans of new turns (ids and start times made
+new,
 received now) and times the refresh that folds them in (`refresh_s`), then re-sends `--fresh` stored spans as
-new copies of old turns (a retried export) and times that refresh too (`refresh_retry_s`). Figures go to stdout
+new copies of old turns (a retried export) and times that refresh too (`refresh_retry_s`). Figures go to
+stdout
 as JSON too; with `--json` that one object is all stdout holds (the rest goes to stderr).
 
     .venv/bin/python bench/queries.py --spans 1000000 --json
@@ -121,7 +124,8 @@ def send_new_turns(store: Path, spans: int) -> int:
     """Stores `spans` spans of turns the store has never seen, started and received now: what a refresh under
     a running collector folds in. Copies of the simulator's requests with ids no other copy uses."""
     stored = sum(
-        pq.ParquetFile(path).metadata.num_rows for path in segments.segment_files(store / segments.SEGMENTS_DIR)
+        pq.ParquetFile(path).metadata.num_rows
+        for path in segments.segment_files(store / segments.SEGMENTS_DIR)
     )
     tables, produced = [], 0
     # the fast mode numbers its copies from 1: the copies past every stored span carry ids no stored span has
@@ -139,14 +143,26 @@ def send_new_turns(store: Path, spans: int) -> int:
     table = table.set_column(received, "received_unix_nano", pa.array([now] * table.num_rows, pa.int64()))
     root = store / segments.SEGMENTS_DIR
     for day, part in segments.split_by_day(table):
-        segments.write_segment(part, root / segments.partition_name(day) / f"bench-new-{now}{segments.SEGMENT_SUFFIX}")
+        segments.write_segment(
+            part, root / segments.partition_name(day) / f"bench-new-{now}{segments.SEGMENT_SUFFIX}"
+        )
     return int(table.num_rows)
 
 
 def materialize_child(store: Path, threads: int | None, full: bool) -> dict[str, Any]:
     """Runs `turnlens materialize` in a child process, as the collector does; returns its summary plus the
     wall time and the child's peak RSS (the kernel's ru_maxrss, so it counts DuckDB's native memory too)."""
-    command = [sys.executable, "-m", "turnlens.cli", "materialize", "--store", str(store), "--margin", "0", "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "turnlens.cli",
+        "materialize",
+        "--store",
+        str(store),
+        "--margin",
+        "0",
+        "--json",
+    ]
     command += ["--full"] if full else []
     command += ["--threads", str(threads)] if threads else []
     started = time.perf_counter()
@@ -184,10 +200,17 @@ def main() -> int:
     parser.add_argument("--all-views", action="store_true", help="also time a full read of every view")
     parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     parser.add_argument(
-        "--fresh", type=int, default=10_000, help="spans of new turns (then re-sent spans) before timing a refresh"
+        "--fresh",
+        type=int,
+        default=10_000,
+        help="spans of new turns (then re-sent spans) before timing a refresh",
     )
-    parser.add_argument("--full", action="store_true", help="time a full build even when the store has derived state")
-    parser.add_argument("--json", action="store_true", help="stdout holds only the figures, as one JSON object")
+    parser.add_argument(
+        "--full", action="store_true", help="time a full build even when the store has derived state"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="stdout holds only the figures, as one JSON object"
+    )
     args = parser.parse_args()
     global say
     if args.json:
@@ -205,17 +228,17 @@ def main() -> int:
     if args.full or materialize.current_snapshot(store) is None:
         full = materialize_child(store, args.threads, full=True)
         say(
-            f"full build: {full['seconds']:.1f} s in {full['buckets']} buckets, {full['partitions']} partitions,"
-            f" peak RSS {full['peak_rss_mb']:.0f} MB"
+            f"full build: {full['seconds']:.1f} s in {full['buckets']} buckets,"
+            f" {full['partitions']} partitions, peak RSS {full['peak_rss_mb']:.0f} MB"
         )
         results |= {"full_build_s": full["seconds"], "full_build_peak_rss_mb": full["peak_rss_mb"]}
     if args.fresh:
         sent = send_new_turns(store, args.fresh)
         refresh = materialize_child(store, args.threads, full=False)
         say(
-            f"refresh after {sent} spans of new turns: {refresh['seconds']:.2f} s ({refresh['wall_s']:.1f} s with"
-            f" the interpreter), {refresh['touched_turns']} turns, partitions {refresh['written_partitions']},"
-            f" peak RSS {refresh['peak_rss_mb']:.0f} MB"
+            f"refresh after {sent} spans of new turns: {refresh['seconds']:.2f} s"
+            f" ({refresh['wall_s']:.1f} s with the interpreter), {refresh['touched_turns']} turns,"
+            f" partitions {refresh['written_partitions']}, peak RSS {refresh['peak_rss_mb']:.0f} MB"
         )
         results |= {"refresh_s": refresh["seconds"], "refresh_peak_rss_mb": refresh["peak_rss_mb"]}
         results["refresh_step_s"] = refresh["step_seconds"]

@@ -30,7 +30,7 @@ class CollectorSettings:
     max_inflight_bytes: int = 128 * MIB  # request bodies being decoded at once; past it, 429
     retention: str | None = None  # e.g. 30d: drop date partitions older than this
     compact_interval: str = "5m"  # how often the collector compacts small segments
-    materialize_interval: str = "1s"  # pause between refreshes of the per-turn views' derived state; "off" never
+    materialize_interval: str = "1s"  # pause between refreshes of the per-turn views; "off" never
     materialize_margin: str = "1s"  # a refresh covers spans received up to this long before it starts
     shutdown_grace: str = "10s"  # on SIGTERM, how long in-flight requests may take to finish
 
@@ -66,7 +66,7 @@ HELP = {
     "max_inflight_bytes": "bytes of requests decoded at once before answering 429 / UNAVAILABLE",
     "retention": "drop data older than this (e.g. 30d); unset keeps everything",
     "compact_interval": "how often small segments are merged (e.g. 5m)",
-    "materialize_interval": "pause between refreshes of the per-turn views' derived state (e.g. 1s), or 'off'",
+    "materialize_interval": "pause between refreshes of the per-turn views (e.g. 1s), or 'off'",
     "materialize_margin": "a refresh covers the spans received up to this long before it starts (e.g. 1s)",
     "shutdown_grace": "on SIGTERM, how long in-flight requests may take before the store is flushed",
 }

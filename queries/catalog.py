@@ -283,7 +283,8 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
 
 
 def update_derived(store_dir: Path, segments_glob: str, queries_dir: Path = QUERIES_DIR) -> Path:
-    """Rewrites the catalogue for a new version of the derived state: a copy of the current catalogue with only
+    """Rewrites the catalogue for a new version of the derived state: a copy of the current catalogue with
+    only
     the reads of the derived state replaced (a whole catalogue binds every view again, seconds on a loaded
     machine), renamed into place as write_catalog does. Without a catalogue to copy, writes a whole one."""
     target = store_dir / CATALOG_FILE
@@ -321,7 +322,7 @@ def apply_snapshot(
         "comment on view turnlens_snapshot is "
         + sql_string(
             "the derived state the per-turn views read: rows for spans received up to watermark_at, from"
-            " `partitions` partitions of `partitions_total` while a build runs; no row values before the first"
+            " `partitions` partitions of `partitions_total` while a build runs; nulls before the first"
         )
     )
     if manifest is not None:

@@ -26,8 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     views = subparsers.add_parser("views", help="list the views, their grain and their columns")
     views.add_argument("view", nargs="?", help="show only this view")
     views.add_argument("--store", type=Path, help="read the documentation from this store's catalog")
-    views.add_argument("--rebuild", action="store_true",
-                       help="rewrite the store's catalog first (after editing settings/tool_registry.toml)")
+    views.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="rewrite the store's catalog first (after editing settings/tool_registry.toml)",
+    )
     views.add_argument("--format", choices=("table", "csv", "json"), default="table")
     views.set_defaults(func=run_views)
 
@@ -36,12 +39,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     mat.add_argument("--store", type=Path, required=True, help="the store folder")
     mat.add_argument("--full", action="store_true", help="recompute every turn, not only the touched ones")
-    mat.add_argument("--margin", type=float, default=materialize.DEFAULT_MARGIN_S, metavar="SECONDS",
-                     help="cover spans received up to this long ago (default %(default)s)")
+    mat.add_argument(
+        "--margin",
+        type=float,
+        default=materialize.DEFAULT_MARGIN_S,
+        metavar="SECONDS",
+        help="cover spans received up to this long ago (default %(default)s)",
+    )
     mat.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     mat.add_argument("--memory-limit", default=None, help="DuckDB memory limit, e.g. 4GB (default: DuckDB's)")
-    mat.add_argument("--every", type=float, default=None, metavar="SECONDS",
-                     help="keep running: a refresh every SECONDS after the last one ended (what the collector runs)")
+    mat.add_argument(
+        "--every",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="keep running: a refresh every SECONDS after the last one ended (what the collector runs)",
+    )
     mat.add_argument("--json", action="store_true", help="print what each run did as one JSON line")
     mat.add_argument("--quiet", action="store_true", help="print nothing on success")
     mat.set_defaults(func=run_materialize)
@@ -50,8 +63,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     query.add_argument("sql", metavar="SQL|NAME", help="SQL, or a query name from queries/named/")
     query.add_argument("--store", type=Path, required=True, help="the store folder (holds turnlens.duckdb)")
     query.add_argument("--param", action="append", default=[], metavar="K=V", help="a named query parameter")
-    query.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                       help="override a setting for this query (e.g. slo_cancel_to_ack_ms=50)")
+    query.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a setting for this query (e.g. slo_cancel_to_ack_ms=50)",
+    )
     query.add_argument("--format", choices=("table", "csv", "json"), default="table")
     query.set_defaults(func=run_query)
 
@@ -155,7 +173,8 @@ def run_query(args: argparse.Namespace) -> int:
 
 
 def run_materialize(args: argparse.Namespace) -> int:
-    """Brings the derived state up to date, once or `--every` SECONDS until stopped; exit 0 when written, 1 on an
+    """Brings the derived state up to date, once or `--every` SECONDS until stopped; exit 0 when written, 1
+    on an
     error, 75 (EX_TEMPFAIL) if another process is writing it (with --every: that run is skipped)."""
     while True:
         code = _materialize_once(args)

@@ -1,20 +1,28 @@
-"""The derived state of a store: the per-turn views as Parquet partitions, refreshed in proportion to what changed.
+"""The derived state of a store: the per-turn views as Parquet partitions, refreshed in proportion to what
+changed.
 
 The rows of the per-turn views (VIEWS: `turns`, `side_effects`, `divergences`, ...) and three identity side
 tables (each trace's turn, its idempotency keys, its links) are partitioned by the time a turn's earliest span
-started: by the minute while an hour is recent, by the hour once it is not (a roll-up moves the rows, it does not
-recompute them). Every row carries its turn (session_id, turn_id), so replacing a turn is the same operation in
+started: by the minute while an hour is recent, by the hour once it is not (a roll-up moves the rows, it does
+not
+recompute them). Every row carries its turn (session_id, turn_id), so replacing a turn is the same operation
+in
 every table. A manifest, `DIR/derived/current.json` (a copy under `manifests/v<N>.json` for readers pinning a
-version), names the live file of each partition; it is written atomically and durably, and the store's catalogue
+version), names the live file of each partition; it is written atomically and durably, and the store's
+catalogue
 is rewritten to read the files it names (derived/snapshot.sql).
 
 A refresh reads the copies received since the manifest's watermark, finds the turns they touch (through their
 traces, links and idempotency keys, derived/fresh.sql), recomputes those turns from the segments the trace ->
-segment index names, and writes new files for only the partitions holding those turns' previous rows or receiving
-their new ones (copy-on-write): a partition nothing touched keeps its file. Retention dropping a day of segments
+segment index names, and writes new files for only the partitions holding those turns' previous rows or
+receiving
+their new ones (copy-on-write): a partition nothing touched keeps its file. Retention dropping a day of
+segments
 drops that day's partitions; the traces they held are recomputed from what remains of them. A full build (the
-first one, `--full`, or after the views' SQL or the tool registry changed) goes a bucket of partitions at a time,
-newest first, publishing each bucket as it is done, so readers see the recent turns first and how far the build
+first one, `--full`, or after the views' SQL or the tool registry changed) goes a bucket of partitions at a
+time,
+newest first, publishing each bucket as it is done, so readers see the recent turns first and how far the
+build
 got (turnlens_snapshot.partitions / partitions_total). Files a new manifest no longer names are handed to
 compaction's deferred deletion (collector/compaction.py, schedule_deletion), as replaced segments are.
 """
@@ -61,7 +69,9 @@ TABLES = VIEWS + IDENTITY
 # what each side table is looked up by (one turn's named queries): written sorted on it in small row groups
 IDENTITY_ORDER = {"trace_turns": "turn_id", "trace_keys": "idempotency_key", "trace_links": "trace_id"}
 LOOKUP_ROW_GROUP = 8192
-DEFAULT_MARGIN_S = 1.0  # a copy is durable in a segment before its export is acknowledged: 1 s covers the flush
+DEFAULT_MARGIN_S = (
+    1.0  # a copy is durable in a segment before its export is acknowledged: 1 s covers the flush
+)
 DEFAULT_BUCKET_SPANS = 250_000  # stored copies per bucket of a full build
 DEFAULT_MEMORY_LIMIT = "1GB"  # DuckDB's limit in a materialiser; past it, it spills to derived/.spill
 ROLLUP_AFTER_S = 15 * 60  # an hour whose end is this far behind the watermark is rolled up into one partition
@@ -126,7 +136,12 @@ class Manifest:
         return f"v{self.version}"
 
     def partition_file(self, table: str, part: str, version: int | None = None) -> Path:
-        return self.folder / table / f"p={part}" / f"v{self.partitions[part] if version is None else version}.parquet"
+        return (
+            self.folder
+            / table
+            / f"p={part}"
+            / f"v{self.partitions[part] if version is None else version}.parquet"
+        )
 
     def template_file(self, table: str) -> Path:
         return self.folder / table / f"empty-v{self.template}.parquet"
@@ -165,7 +180,8 @@ def inputs_fingerprint(store_dir: Path) -> str:
 
 
 def read_manifest(store_dir: Path) -> Manifest | None:
-    """The manifest `current.json` holds, whatever inputs it was written under; None if absent or unreadable."""
+    """The manifest `current.json` holds, whatever inputs it was written under; None if absent or
+    unreadable."""
     folder = store_dir / DERIVED_DIR
     try:
         body = json.loads((folder / CURRENT_FILE).read_text())
@@ -267,7 +283,9 @@ class _Run:
         self.placeholder = str(Path(segments_glob).parent.parent / segments.PLACEHOLDER)
         self.written_dirs: set[Path] = set()
 
-    def step(self, name: str, values: Mapping[str, str] | None = None, params: Mapping[str, Any] | None = None) -> Any:
+    def step(
+        self, name: str, values: Mapping[str, str] | None = None, params: Mapping[str, Any] | None = None
+    ) -> Any:
         """Runs one step's statements; returns the last one's cursor."""
         started = time.perf_counter()
         result = None
@@ -307,12 +325,21 @@ class _Run:
         TIMINGS[f"write {target.parent.parent.name}"] += time.perf_counter() - started
 
     def present_segments(self) -> list[str]:
-        return [file for (file,) in self.con.execute("select file from glob($glob)", {"glob": self.segments_glob}).fetchall()]
+        return [
+            file
+            for (file,) in self.con.execute(
+                "select file from glob($glob)", {"glob": self.segments_glob}
+            ).fetchall()
+        ]
 
     def write_chunk(self, files: list[str]) -> None:
         """A chunk of the trace -> segment index for `files` (the placeholder keeps the list non-empty)."""
         listed = {"files": sql_list(sorted(set(files) | {self.placeholder}))}
-        self.copy(self.steps["index_traces"].replace("{{files}}", listed["files"]), self._chunk("traces"), "trace_id")
+        self.copy(
+            self.steps["index_traces"].replace("{{files}}", listed["files"]),
+            self._chunk("traces"),
+            "trace_id",
+        )
         self.copy(self.steps["index_segments"].replace("{{files}}", listed["files"]), self._chunk("segments"))
 
     def _chunk(self, kind: str, version: int | None = None) -> Path:
@@ -323,7 +350,9 @@ class _Run:
         if previous is None:
             select = fill(self.steps["new_partition_rows"], values)
         else:
-            select = fill(self.steps["partition_rows"], values | {"previous": catalog.sql_string(str(previous))})
+            select = fill(
+                self.steps["partition_rows"], values | {"previous": catalog.sql_string(str(previous))}
+            )
         target = self.folder / table / f"p={part}" / f"v{self.version}.parquet"
         self.copy(select, target, IDENTITY_ORDER.get(table))
 
@@ -350,7 +379,11 @@ def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_li
     con.execute(f"set memory_limit = {catalog.sql_string(memory_limit or DEFAULT_MEMORY_LIMIT)}")
     con.execute("set preserve_insertion_order = false")
     con.execute("set parquet_metadata_cache = true")  # every view binds span_copies() and reads its footers
-    identity = (DERIVED_SQL / "identity.sql").read_text().replace("create or replace macro", "create or replace temp macro")
+    identity = (
+        (DERIVED_SQL / "identity.sql")
+        .read_text()
+        .replace("create or replace macro", "create or replace temp macro")
+    )
     for statement in catalog.split_statements(identity):
         con.execute(statement)
     return con
@@ -424,7 +457,8 @@ def publish(run: _Run, manifest: Manifest) -> None:
 
 
 def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
-    """Removes what a run that died wrote after the current version: no manifest names it, no reader sees it."""
+    """Removes what a run that died wrote after the current version: no manifest names it, no reader sees
+    it."""
     newest = found.version if found else 0
     folder = store_dir / DERIVED_DIR
     for path in folder.glob("*/*/v*.parquet"):
@@ -445,7 +479,9 @@ def _retire(store_dir: Path, manifest: Manifest, found: Manifest | None) -> None
         return
     root = store_dir / segments.SEGMENTS_DIR
     try:
-        compaction.schedule_deletion(root, sorted(Path(name) for name in retiring), GRACE_S, lock_timeout_s=0.5)
+        compaction.schedule_deletion(
+            root, sorted(Path(name) for name in retiring), GRACE_S, lock_timeout_s=0.5
+        )
         left: list[str] = []
     except compaction.CompactionBusy:
         left = sorted(retiring)
@@ -470,7 +506,9 @@ def _update_index(run: _Run, previous: Manifest, present: list[str]) -> tuple[li
     indexed: dict[str, int] = {}
     chunk_segments: dict[int, set[str]] = {}
     for chunk in previous.chunks:
-        rows = run.step("indexed_segments", {"files": sql_list([str(run._chunk("segments", chunk))])}).fetchall()
+        rows = run.step(
+            "indexed_segments", {"files": sql_list([str(run._chunk("segments", chunk))])}
+        ).fetchall()
         chunk_segments[chunk] = {file for file, _ in rows}
         indexed |= {file: int(newest) for file, newest in rows if newest is not None}
     present_set = set(present)
@@ -544,7 +582,9 @@ def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
     run.hold(HELD_TOUCHED)
     input_files = [file for (file,) in run.step("input_files", values).fetchall()]
     unindexed = set(present) - set(newest_copy)
-    values["input_files"] = sql_list(sorted((set(input_files) & set(present)) | unindexed | {run.placeholder}))
+    values["input_files"] = sql_list(
+        sorted((set(input_files) & set(present)) | unindexed | {run.placeholder})
+    )
     run.fresh_phase("recompute", values)
     run.hold(HELD_RECOMPUTED)
     touched = {part for (part,) in run.step("touched_parts").fetchall()} - set(dropped)
@@ -555,7 +595,11 @@ def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
             run.write_partition(table, part, old)
         partitions[part] = run.version
     manifest = replace(
-        previous, version=run.version, watermark=run.watermark, built_unix=time.time(), partitions=partitions,
+        previous,
+        version=run.version,
+        watermark=run.watermark,
+        built_unix=time.time(),
+        partitions=partitions,
         chunks=chunks,
     )
     manifest = _drop_empty(run, manifest, touched)
@@ -573,9 +617,13 @@ def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
 
 
 def _drop_empty(run: _Run, manifest: Manifest, parts: set[str]) -> Manifest:
-    """Forgets the rewritten partitions that hold no turn any more (their turns moved, or their spans left)."""
-    empty = [part for part in parts if part in manifest.partitions and run.count(
-        [str(manifest.partition_file("trace_turns", part))]) == 0]
+    """Forgets the rewritten partitions that hold no turn any more (their turns moved, or their spans
+    left)."""
+    empty = [
+        part
+        for part in parts
+        if part in manifest.partitions and run.count([str(manifest.partition_file("trace_turns", part))]) == 0
+    ]
     if not empty:
         return manifest
     return replace(manifest, partitions={p: v for p, v in manifest.partitions.items() if p not in empty})
@@ -608,7 +656,8 @@ def _roll_up(run: _Run, manifest: Manifest) -> Manifest:
 
 
 def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[Manifest, dict[str, Any]]:
-    """Every turn recomputed a bucket of partitions at a time, newest first, each bucket published when done."""
+    """Every turn recomputed a bucket of partitions at a time, newest first, each bucket published when
+    done."""
     present = run.present_segments()
     run.step("whole_store_identity")
     sizes: dict[str, int] = defaultdict(int)

@@ -178,7 +178,9 @@ def test_a_fresh_store_says_nothing_is_built_yet(tmp_path: Path) -> None:
         ]
 
 
-def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_replaced(tmp_path: Path) -> None:
+def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_replaced(
+    tmp_path: Path,
+) -> None:
     store = tmp_path / "store"
     store.mkdir()
     shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
@@ -193,9 +195,16 @@ def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_re
     again = materialize.materialize(store, segments_glob(store), margin_s=0)
     assert again["mode"] == "refresh" and again["written_partitions"] == []
     latest = materialize.current_snapshot(store)
-    assert latest is not None and latest.partitions == manifest.partitions and latest.watermark > manifest.watermark
+    assert (
+        latest is not None
+        and latest.partitions == manifest.partitions
+        and latest.watermark > manifest.watermark
+    )
     # every version's manifest stays readable under manifests/ for a reader that pinned it
-    assert json.loads((store / "derived" / "manifests" / f"v{manifest.version}.json").read_text())["version"] == 1
+    assert (
+        json.loads((store / "derived" / "manifests" / f"v{manifest.version}.json").read_text())["version"]
+        == 1
+    )
 
     # the same spans re-sent: every partition is rewritten, the replaced files wait in compaction's schedule
     assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0

@@ -20,7 +20,9 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "sample.jsonl.gz"
 @pytest.mark.slow
 def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> None:  # noqa: ANN001
     store = tmp_path / "store"
-    collector = CollectorProcess(store, "--compact-interval", "2s").start()  # the default materialise schedule
+    collector = CollectorProcess(
+        store, "--compact-interval", "2s"
+    ).start()  # the default materialise schedule
     try:
         assert (
             main(

@@ -1,8 +1,10 @@
 """The partitioned derived state answers exactly as the live views do, whatever order spans arrive in.
 
-Given rows written as segments in stages (each stage a new segment received at a known moment), a refresh after
+Given rows written as segments in stages (each stage a new segment received at a known moment), a refresh
+after
 each stage must leave every derived view equal to the same view computed live from all the stored copies, and
-must rewrite only the partitions the stage touched: late spans, retried exports, spans of a turn whose partition
+must rewrite only the partitions the stage touched: late spans, retried exports, spans of a turn whose
+partition
 was already written (and rolled up into its hour), idempotency keys shared across turns, links into an older
 partition, retention dropping a day, and a rebuild after the inputs of the views changed.
 """
@@ -10,17 +12,17 @@ partition, retention dropping a day, and a rebuild after the inputs of the views
 from __future__ import annotations
 
 import copy
-from types import SimpleNamespace
 import datetime as dt
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import duckdb
 from turnlens.collector import compaction
 from turnlens.collector import contract as c
 from turnlens.collector.schema import SEGMENT_SCHEMA
@@ -34,7 +36,8 @@ HOUR_MS = 60 * MINUTE_MS
 
 
 def shifted(rows: list[dict], ms: int) -> list[dict]:
-    """The same spans `ms` later: wall clocks, HLCs (columns and attributes) and event times moved together."""
+    """The same spans `ms` later: wall clocks, HLCs (columns and attributes) and event times moved
+    together."""
     moved = copy.deepcopy(rows)
     delta_ns, delta_hlc = ms * 1_000_000, ms << c.HLC_LOGICAL_BITS
     for row in moved:
@@ -94,8 +97,12 @@ class StagedStore:
 
     def kinds(self, turn: str) -> list[str]:
         with catalog.connect(self.dir) as con:
-            return [k for (k,) in con.execute(
-                "select kind from divergences where turn_id = ? order by kind", [turn]).fetchall()]
+            return [
+                k
+                for (k,) in con.execute(
+                    "select kind from divergences where turn_id = ? order by kind", [turn]
+                ).fetchall()
+            ]
 
 
 # each derived view as the catalogue defines it without derived state: computed from every stored copy now
@@ -118,7 +125,9 @@ def plain_rows(store: Path) -> dict[str, list[tuple]]:
     catalog.apply_views(con, segments_glob(store), catalog.load_views())
     for view in ("side_effects", "cancel_acks", "divergences"):
         con.execute(f"create temp table live_{view} as select * from {LIVE[view]}")
-    rows = {view: con.execute(f"select * from {source} order by all").fetchall() for view, source in LIVE.items()}
+    rows = {
+        view: con.execute(f"select * from {source} order by all").fetchall() for view, source in LIVE.items()
+    }
     con.close()
     return rows
 
@@ -156,9 +165,13 @@ def span(builders: SimpleNamespace) -> Any:
     return builders.span
 
 
-def test_late_spans_and_retried_exports_refresh_only_their_partition(staged: StagedStore, contract_turn: Any) -> None:
+def test_late_spans_and_retried_exports_refresh_only_their_partition(
+    staged: StagedStore, contract_turn: Any
+) -> None:
     early = contract_turn(turn="early", key="k-early", trace="te", session="s-early")
-    late_turn = shifted(contract_turn(turn="late", key="k-late", trace="tl", session="s-late", charged=False), 5 * MINUTE_MS)
+    late_turn = shifted(
+        contract_turn(turn="late", key="k-late", trace="tl", session="s-late", charged=False), 5 * MINUTE_MS
+    )
     tool_spans = [row for row in late_turn if row["layer"] == "tool"]
     staged.send(early + [row for row in late_turn if row not in tool_spans], at_ms=5 * MINUTE_MS + 4000)
     first = staged.refresh(5 * MINUTE_MS + 5000)
@@ -194,7 +207,8 @@ def test_a_turn_whose_hour_was_rolled_up_takes_late_spans(staged: StagedStore, c
     staged.refresh(31 * MINUTE_MS)
     assert all(len(part) == len("YYYYMMDDTHHMM") for part in staged.partitions()), "recent: minute partitions"
 
-    # two hours later the hour is cold: its minute partitions became one hour partition, rows moved as they were
+    # two hours later the hour is cold: its minute partitions became one hour partition, rows moved as they
+    # were
     rolled = staged.refresh(3 * HOUR_MS)
     assert rolled["mode"] == "refresh" and rolled["touched_turns"] == 0
     hours = staged.partitions()
@@ -210,8 +224,11 @@ def test_a_turn_whose_hour_was_rolled_up_takes_late_spans(staged: StagedStore, c
     assert "unbilled_side_effect" in staged.kinds("old")
 
 
-def test_an_idempotency_key_shared_with_an_older_partition_refreshes_both(staged: StagedStore, contract_turn: Any) -> None:
-    # turn A committed an invoice with key k-shared and was never charged: unbilled, until a charge for the same
+def test_an_idempotency_key_shared_with_an_older_partition_refreshes_both(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    # turn A committed an invoice with key k-shared and was never charged: unbilled, until a charge for the
+    # same
     # key arrives in another turn's trace ten minutes later (keys are unique across turns, call ids are not)
     turn_a = contract_turn(turn="turnA", trace="ta", session="s-a", key="k-shared", charged=False)
     staged.send(turn_a, at_ms=20_000)
@@ -237,11 +254,20 @@ def test_a_trace_linking_into_an_older_partition_joins_that_turn(
     with catalog.connect(staged.dir) as con:
         [before] = con.execute("select spans, traces from turns where turn_id = 'linked'").fetchall()
 
-    # a background job's trace names no turn; it links to the turn's trace and so belongs to it (its partition is
+    # a background job's trace names no turn; it links to the turn's trace and so belongs to it (its
+    # partition is
     # older than the job's own start)
     job = [
-        span("background.job", 4 * MINUTE_MS, 4 * MINUTE_MS + 500, trace="job", session=None, turn=None,
-             layer="runtime", links=[("tk", "http")]),
+        span(
+            "background.job",
+            4 * MINUTE_MS,
+            4 * MINUTE_MS + 500,
+            trace="job",
+            session=None,
+            turn=None,
+            layer="runtime",
+            links=[("tk", "http")],
+        ),
     ]
     staged.send(job, at_ms=4 * MINUTE_MS + 1000)
     refreshed = staged.refresh(4 * MINUTE_MS + 2000)
@@ -252,12 +278,13 @@ def test_a_trace_linking_into_an_older_partition_joins_that_turn(
     assert after == (before[0] + 1, before[1] + 1), "one more span, one more trace"
 
 
-
 def test_retention_drops_a_days_partitions_without_a_rebuild(staged: StagedStore, contract_turn: Any) -> None:
     first_day = contract_turn(turn="day1", key="k-day1", trace="d1", session="s-d1")
     # a turn that starts before midnight and ends after: retention takes its first part with the first day
     crossing_ms = (24 - 11) * HOUR_MS - 6 * MINUTE_MS - 40_000 - 500
-    crossing = shifted(contract_turn(turn="midnight", key="k-midnight", trace="dm", session="s-dm"), crossing_ms)
+    crossing = shifted(
+        contract_turn(turn="midnight", key="k-midnight", trace="dm", session="s-dm"), crossing_ms
+    )
     second_day = shifted(contract_turn(turn="day2", key="k-day2", trace="d2", session="s-d2"), 20 * HOUR_MS)
     staged.send(first_day + crossing + second_day, at_ms=20 * HOUR_MS + 5000)
     staged.refresh(20 * HOUR_MS + 6000)
@@ -276,9 +303,14 @@ def test_retention_drops_a_days_partitions_without_a_rebuild(staged: StagedStore
     assert "day1" not in turns and {"midnight", "day2"} <= turns
 
 
-def test_a_change_of_the_views_inputs_rebuilds_partition_by_partition(staged: StagedStore, contract_turn: Any) -> None:
+def test_a_change_of_the_views_inputs_rebuilds_partition_by_partition(
+    staged: StagedStore, contract_turn: Any
+) -> None:
     turns = [
-        shifted(contract_turn(turn=f"t{i}", key=f"k-{i}", trace=f"tr{i}", session=f"s{i}", tier=None), i * 7 * MINUTE_MS)
+        shifted(
+            contract_turn(turn=f"t{i}", key=f"k-{i}", trace=f"tr{i}", session=f"s{i}", tier=None),
+            i * 7 * MINUTE_MS,
+        )
         for i in range(4)
     ]
     staged.send([row for turn in turns for row in turn], at_ms=30 * MINUTE_MS)
@@ -297,9 +329,9 @@ def test_a_change_of_the_views_inputs_rebuilds_partition_by_partition(staged: St
     staged.assert_equal_to_live()
     assert staged.kinds("t0") == []
     with catalog.connect(staged.dir) as con:
-        assert con.execute("select partitions, partitions_total, complete from turnlens_snapshot").fetchall() == [
-            (4, None, True)
-        ]
+        assert con.execute(
+            "select partitions, partitions_total, complete from turnlens_snapshot"
+        ).fetchall() == [(4, None, True)]
 
 
 def test_a_copy_stamped_before_the_watermark_but_stored_after_it_is_not_missed(
@@ -307,7 +339,8 @@ def test_a_copy_stamped_before_the_watermark_but_stored_after_it_is_not_missed(
 ) -> None:
     staged.send(contract_turn(turn="first", key="k-first", trace="tf", session="s-f"), at_ms=10_000)
     staged.refresh(11_000)
-    # a request received at 10.5 s whose segment became durable only after the refresh at 11 s listed the store
+    # a request received at 10.5 s whose segment became durable only after the refresh at 11 s listed the
+    # store
     straggler = shifted(contract_turn(turn="slow", key="k-slow", trace="ts", session="s-s"), 5000)
     staged.send(straggler, at_ms=10_500)
     refreshed = staged.refresh(12_000)
