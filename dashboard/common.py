@@ -36,20 +36,28 @@ def describe_window(window: tuple[int | None, int | None]) -> str:
 
 
 def snapshot_caption() -> None:
-    """How fresh the per-turn views are: they read the snapshot the collector materialises every minute."""
+    """How fresh the per-turn views are: they read the derived state the collector refreshes every second or so,
+    and say how far a full build of it got while one runs."""
     snapshot = data.snapshot_time()
     if snapshot is None:
         st.caption(
             "No snapshot yet: turns, findings, cancels and side effects are computed live from the segments "
-            "(slow on a large store) until `turnlens materialize`, which the collector runs every minute, "
+            "(slow on a large store) until `turnlens materialize`, which the collector keeps running, "
             "writes one."
         )
         return
     watermark_ms, built_ms = snapshot
+    progress = data.build_progress()
+    if progress is not None:
+        done, total = progress
+        st.caption(
+            f"Building the per-turn state: {done} of {total} partitions done, newest first. Turns that started "
+            "before those are not shown yet."
+        )
     st.caption(
         f"Turns, findings, cancels and side effects as of the snapshot of spans received up to "
         f"{format_ms(watermark_ms)[:-4]} UTC (built {format_ms(built_ms)[11:-4]}; the collector refreshes it "
-        "every minute)."
+        "every second or so)."
     )
 
 

@@ -238,6 +238,17 @@ def snapshot_time() -> tuple[int, int] | None:
     return int(frame["watermark_ms"].iloc[0]), int(frame["built_ms"].iloc[0])
 
 
+def build_progress() -> tuple[int, int] | None:
+    """`(partitions done, partitions in all)` while a full build of the derived state runs; None otherwise."""
+    try:
+        frame = query("snapshot_time")
+    except StoreNotReady:
+        return None
+    if not len(frame) or pd.isna(frame["partitions_total"].iloc[0]):
+        return None
+    return int(frame["partitions"].iloc[0]), int(frame["partitions_total"].iloc[0])
+
+
 def refresh() -> None:
     """Forgets every cached result so the next run reads the store again."""
     _cached.clear()

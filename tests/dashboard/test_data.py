@@ -85,8 +85,7 @@ def test_the_store_wide_queries_answer_the_same_from_a_snapshot(store: Path, sna
     """The pages read `turns`, `side_effects`... whether live (no snapshot yet) or materialised: same rows."""
     live, materialised = (catalog.connect(path) for path in (store, snapshot_store))
     try:
-        with pytest.raises(data.StoreNotReady, match="turnlens_snapshot"):
-            data.run_named(live.cursor(), "snapshot_time", {})
+        assert data.run_named(live.cursor(), "snapshot_time", {}).empty  # nothing built: the views are live
         [snapshot] = data.run_named(materialised.cursor(), "snapshot_time", {}).itertuples()
         assert snapshot.built_ms >= snapshot.watermark_ms > 0
         window = {"from_ms": None, "to_ms": None}
