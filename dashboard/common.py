@@ -36,8 +36,8 @@ def describe_window(window: tuple[int | None, int | None]) -> str:
 
 
 def snapshot_caption() -> None:
-    """How fresh the per-turn views are: they read the derived state the collector refreshes every second or so,
-    and say how far a full build of it got while one runs."""
+    """How fresh the per-turn views are: they read the derived state the collector refreshes every second or
+    so, and say how far a full build of it got while one runs."""
     snapshot = data.snapshot_time()
     if snapshot is None:
         st.caption(
@@ -51,8 +51,8 @@ def snapshot_caption() -> None:
     if progress is not None:
         done, total = progress
         st.caption(
-            f"Building the per-turn state: {done} of {total} partitions done, newest first. Turns that started "
-            "before those are not shown yet."
+            f"Building the per-turn state: {done} of {total} partitions done, newest first. Turns that "
+            "started before those are not shown yet."
         )
     st.caption(
         f"Turns, findings, cancels and side effects as of the snapshot of spans received up to "
