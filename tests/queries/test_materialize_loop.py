@@ -53,7 +53,7 @@ def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> N
                 [(generation,)] = con.execute("select generation from turnlens_snapshot").fetchall()
             return generation if generation == snapshot.generation else None
 
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 180  # the materialiser runs niced: slow on a busy machine
         generation = None
         while generation is None and time.monotonic() < deadline:
             generation = snapshot_generation()
