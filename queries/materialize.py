@@ -78,10 +78,9 @@ ROLLUP_AFTER_S = 15 * 60  # an hour whose end is this far behind the watermark i
 INDEX_CHUNKS_MAX = 16  # more chunks of the trace -> segment index than this are merged into one
 GRACE_S = compaction.DEFAULT_GRACE_S  # replaced files stay this long for readers whose catalogue names them
 # the fresh part's relations a run holds in memory, each computed once from those before it
+# (the identity side tables are scanned where needed, not held: holding them would copy the whole store's)
 HELD_TOUCHED = (
     "turnlens_fresh_traces",
-    "turnlens_trace_keys",
-    "turnlens_trace_links",
     "turnlens_touched_traces",
     "turnlens_touched_turn_ids",
     "turnlens_fresh_input",
