@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import time
@@ -344,7 +345,13 @@ class _Run:
     def _chunk(self, kind: str, version: int | None = None) -> Path:
         return self.folder / INDEX_DIR / f"{kind}-v{self.version if version is None else version}.parquet"
 
-    def write_partition(self, table: str, part: str, previous: Path | None) -> None:
+    def slice_file(self, target: Path, slice_: int) -> Path:
+        """Where one slice of a partition's file is written before the slices are joined."""
+        return target.with_name(f".{target.stem}.slice-{slice_}.parquet")
+
+    def write_partition(
+        self, table: str, part: str, previous: Path | None, slice_: int | None = None
+    ) -> None:
         values = {"table": table, "part": catalog.sql_string(part)}
         if previous is None:
             select = fill(self.steps["new_partition_rows"], values)
@@ -353,6 +360,8 @@ class _Run:
                 self.steps["partition_rows"], values | {"previous": catalog.sql_string(str(previous))}
             )
         target = self.folder / table / f"p={part}" / f"v{self.version}.parquet"
+        if slice_ is not None:
+            target = self.slice_file(target, slice_)
         self.copy(select, target, IDENTITY_ORDER.get(table))
 
     def count(self, files: list[str]) -> int:
@@ -462,6 +471,9 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     folder = store_dir / DERIVED_DIR
     for path in folder.glob("*/*/v*.parquet"):
         if int(path.stem[1:]) > newest:
+            path.unlink(missing_ok=True)
+    for path in folder.glob("*/*/.v*.slice-*.parquet"):
+        if int(path.name[2:].split(".", 1)[0]) > newest:
             path.unlink(missing_ok=True)
     for path in [*folder.glob(f"{INDEX_DIR}/*-v*.parquet"), *folder.glob("*/empty-v*.parquet")]:
         if int(path.stem.rsplit("-v", 1)[1]) > newest:
@@ -684,26 +696,21 @@ def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[M
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
         "input_files": sql_list(sorted(set(present) | {run.placeholder})),
     }
-    run.step("bucket_seed", params={"parts": [], "cutoff": run.cutoff})
+    run.step("bucket_seed", params={"parts": [], "cutoff": run.cutoff, "slices": 1, "slice": 0})
     run.fresh_phase("touched", values)
     run.step("seeded_fresh_traces")
     run.fresh_phase("recompute", values)
     for table in TABLES:
         run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
     publish(run, manifest)  # readers see an empty state that says a build is under way
-    for bucket in buckets:
-        run.step("bucket_seed", params={"parts": bucket, "cutoff": run.cutoff})
-        run.fresh_phase("touched", values)
-        run.step("seeded_fresh_traces")
-        run.hold(("turnlens_touched_traces", "turnlens_touched_turn_ids", "turnlens_fresh_input"))
-        files = [file for (file,) in run.step("input_files", values).fetchall()]
-        bucket_values = values | {"input_files": sql_list(sorted(set(files) | {run.placeholder}))}
-        run.fresh_phase("recompute", bucket_values)
-        run.step("bucket_replaced_turns")
-        run.hold(tuple(name for name in HELD_RECOMPUTED if name != "turnlens_replaced_turns"))
-        for part in bucket:
-            for table in TABLES:
-                run.write_partition(table, part, None)
+    for bucket, slices in buckets:
+        for slice_ in range(slices):
+            _compute_bucket(run, values, bucket, slices, slice_)
+            for part in bucket:
+                for table in TABLES:
+                    run.write_partition(table, part, None, slice_=slice_ if slices > 1 else None)
+        if slices > 1:
+            _join_slices(run, bucket[0], slices)
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         publish(run, manifest)
     manifest = replace(manifest, partitions_total=None, built_unix=time.time())
@@ -711,18 +718,47 @@ def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[M
     return manifest, {"mode": "full", "buckets": len(buckets), "copies": sum(sizes.values())}
 
 
-def _buckets(sizes: Mapping[str, int], bucket_spans: int) -> list[list[str]]:
-    """Partitions grouped newest first into buckets of about `bucket_spans` stored copies (a partition larger
-    than that is a bucket of its own)."""
-    buckets: list[list[str]] = []
+def _compute_bucket(run: _Run, values: dict[str, str], bucket: list[str], slices: int, slice_: int) -> None:
+    """Recomputes the turns of a bucket's partitions (one slice of them, by a hash of the turn) and holds
+    their rows for the partitions' files."""
+    params = {"parts": bucket, "cutoff": run.cutoff, "slices": slices, "slice": slice_}
+    run.step("bucket_seed", params=params)
+    run.fresh_phase("touched", values)
+    run.step("seeded_fresh_traces")
+    run.hold(("turnlens_touched_traces", "turnlens_touched_turn_ids", "turnlens_fresh_input"))
+    files = [file for (file,) in run.step("input_files", values).fetchall()]
+    run.fresh_phase("recompute", values | {"input_files": sql_list(sorted(set(files) | {run.placeholder}))})
+    run.step("bucket_replaced_turns")
+    run.hold(tuple(name for name in HELD_RECOMPUTED if name != "turnlens_replaced_turns"))
+
+
+def _join_slices(run: _Run, part: str, slices: int) -> None:
+    """Concatenates the slices of a partition into its file (streamed: rows are moved, not recomputed)."""
+    for table in TABLES:
+        target = run.folder / table / f"p={part}" / f"v{run.version}.parquet"
+        pieces = [run.slice_file(target, slice_) for slice_ in range(slices)]
+        select = run.steps["rolled_up_rows"].replace("{{files}}", sql_list([str(piece) for piece in pieces]))
+        run.copy(select, target, IDENTITY_ORDER.get(table))
+        for piece in pieces:
+            piece.unlink()
+
+
+def _buckets(sizes: Mapping[str, int], bucket_spans: int) -> list[tuple[list[str], int]]:
+    """Partitions grouped newest first into buckets of about `bucket_spans` stored copies, each with the
+    number of slices it is computed in: a partition larger than that is a bucket of its own, computed a slice
+    of its turns at a time, so that memory stays bounded whatever a partition holds."""
+    buckets: list[tuple[list[str], int]] = []
     current: list[str] = []
     total = 0
     for part in sorted(sizes, reverse=True):
+        if sizes[part] > bucket_spans:
+            buckets.append(([part], math.ceil(sizes[part] / bucket_spans)))
+            continue
         if current and total + sizes[part] > bucket_spans:
-            buckets.append(current)
+            buckets.append((current, 1))
             current, total = [], 0
         current.append(part)
         total += sizes[part]
     if current:
-        buckets.append(current)
+        buckets.append((current, 1))
     return buckets

@@ -65,12 +65,14 @@ from turnlens_all_trace_turns
 group by session_id, turn_id;
 
 -- step: bucket_seed
--- a full build's bucket: the traces of the turns whose partition is one of the bucket's
+-- a full build's bucket: the traces of the turns whose partition is one of the bucket's (a slice of them, by a hash
+-- of the turn, when one partition holds more than a bucket)
 create or replace temp table turnlens_bucket_turns as
 select session_id, turn_id
 from turnlens_all_trace_turns
 group by session_id, turn_id
-having list_contains($parts, turnlens_partition_of(min(started), $cutoff));
+having list_contains($parts, turnlens_partition_of(min(started), $cutoff))
+    and hash(session_id, turn_id) % $slices = $slice;
 
 create or replace temp table turnlens_seed as
 select trace_id from turnlens_all_trace_turns semi join turnlens_bucket_turns using (session_id, turn_id);
