@@ -34,6 +34,7 @@ import json
 import math
 import os
 import re
+import shutil
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -432,6 +433,7 @@ def materialize(
         finally:
             con.close()
         _retire(store_dir, manifest, found)
+        _remove_old_format(store_dir, time.time())
     summary |= {
         "generation": manifest.generation,
         "version": manifest.version,
@@ -478,6 +480,17 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     for path in [*folder.glob(f"{INDEX_DIR}/*-v*.parquet"), *folder.glob("*/empty-v*.parquet")]:
         if int(path.stem.rsplit("-v", 1)[1]) > newest:
             path.unlink(missing_ok=True)
+
+
+def _remove_old_format(store_dir: Path, now: float) -> None:
+    """Removes the snapshot folders an earlier turnlens wrote (`gen-<watermark>/`, and the temporary folders
+    of runs that died) once nothing can have read them for the grace period: no manifest names them."""
+    for folder in [
+        *store_dir.joinpath(DERIVED_DIR).glob("gen-*"),
+        *store_dir.joinpath(DERIVED_DIR).glob(".gen-*"),
+    ]:
+        if folder.is_dir() and now - folder.stat().st_mtime > GRACE_S:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _retire(store_dir: Path, manifest: Manifest, found: Manifest | None) -> None:
