@@ -46,7 +46,7 @@ from turnlens.collector import segments
 from turnlens.collector.otlp_decode import decode_protobuf
 from turnlens.queries import catalog, materialize
 from turnlens.queries.commands import segments_glob
-from turnlens.sample_data.fast import counted_requests
+from turnlens.sample_data.fast import build_templates, counted_requests
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS_S = {"divergences": 5.0, "turn_timeline (one turn)": 0.1, "slo_cancel_to_ack (24 h)": 1.0}
@@ -127,11 +127,15 @@ def send_new_turns(store: Path, spans: int) -> int:
         pq.ParquetFile(path).metadata.num_rows
         for path in segments.segment_files(store / segments.SEGMENTS_DIR)
     )
-    tables, produced = [], 0
-    # the fast mode numbers its copies from 1: the copies past every stored span carry ids no stored span has
-    for data, count in counted_requests(stored + spans):
-        produced += count
-        if produced > stored:
+    # the fast mode numbers its copies from 1, a copy being one pass over the templates: the whole copies past
+    # every stored span carry ids no stored span has (a copy the store holds part of would touch its turns)
+    templates = build_templates()
+    per_copy = sum(template.spans for template in templates)
+    first_new = -(-stored // per_copy) * len(templates)  # requests before the first copy with nothing stored
+    tables = []
+    total = first_new // len(templates) * per_copy + spans
+    for index, (data, _) in enumerate(counted_requests(total, templates=templates)):
+        if index >= first_new:
             tables.append(decode_protobuf(data).table)
     table = pa.concat_tables(tables).slice(0, spans)
     now = time.time_ns()
