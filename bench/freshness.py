@@ -204,6 +204,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=20_000.0, help="background spans per second, in all")
     parser.add_argument("--senders", type=int, default=2, help="background sender processes")
     parser.add_argument("--probe-every", type=float, default=2.0, help="seconds between probes")
+    parser.add_argument(
+        "--warmup", type=float, default=20.0, help="seconds of background traffic before the first probe"
+    )
     parser.add_argument("--store", type=Path, default=None, help="store folder (default: a temporary one)")
     parser.add_argument(
         "--json", action="store_true", help="stdout holds only the figures, as one JSON object"
@@ -232,6 +235,7 @@ def main() -> int:
         for sender in senders:
             sender.start()
         watcher.start()
+        time.sleep(args.warmup)  # the first full build of the empty store, then steady refreshes
         started = time.monotonic()
         seed = 0
         while time.monotonic() - started < args.seconds:
@@ -240,7 +244,7 @@ def main() -> int:
             with lock:
                 probes.append(probe)
             time.sleep(max(0.0, args.probe_every - (time.time() - probe.sent_at)))
-        sent_for = time.monotonic() - started
+        sent_for = time.monotonic() - started + args.warmup
         spans_acked = acked.value
         load_during = os.getloadavg()[0]
         for sender in senders:
