@@ -33,8 +33,8 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 from turnlens.collector import segments
 from turnlens.collector.otlp_decode import decode_protobuf
+from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize
-from turnlens.queries.commands import segments_glob
 from turnlens.sample_data.bulk import counted_requests
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,10 +16,11 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+from turnlens.kernel import layout
 from turnlens.queries import registry, settings
 
 QUERIES_DIR = Path(__file__).resolve().parent
-CATALOG_FILE = "turnlens.duckdb"
+CATALOG_FILE = layout.CATALOG_FILE
 TABLE_FOLDER = "tables"
 VIEW_FOLDERS = ("base", "views")
 NAMED_FOLDER = "named"

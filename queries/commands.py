@@ -12,13 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from turnlens.collector import segments
+from turnlens.kernel import layout
 from turnlens.queries import catalog, materialize, settings
-
-
-def segments_glob(store_dir: Path) -> str:
-    """The glob over a store's segment files, as the collector lays them out."""
-    return str(store_dir.resolve() / segments.SEGMENTS_DIR / "*" / f"*{segments.SEGMENT_SUFFIX}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -96,7 +91,7 @@ def write_rows(columns: list[str], rows: list[tuple], fmt: str, out: Any = None)
 def run_views(args: argparse.Namespace) -> int:
     if args.store is not None:
         if args.rebuild:
-            catalog.write_catalog(args.store, segments_glob(args.store))
+            catalog.write_catalog(args.store, layout.segments_glob(args.store))
         with catalog.connect(args.store) as con:
             rows = catalog.describe_views(con)
     else:
@@ -155,7 +150,7 @@ def run_materialize(args: argparse.Namespace) -> int:
     try:
         summary = materialize.materialize(
             args.store,
-            segments_glob(args.store),
+            layout.segments_glob(args.store),
             full=args.full,
             margin_s=args.margin,
             threads=args.threads,

@@ -15,8 +15,9 @@ from typing import Any
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
+from turnlens.kernel.findings import FINDING_KINDS
 from turnlens.sample_data.fleet import MS, Fleet
-from turnlens.sample_data.scenarios import FINDING_KINDS, SCENARIOS, Scenario
+from turnlens.sample_data.scenarios import SCENARIOS, Scenario
 from turnlens.sample_data.turn import Session, Turn, lognormal
 
 LABELS_FORMAT = "turnlens-labels/1"
