@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 from turnlens.dashboard import charts, common, data, filters
 
-P99_PAGE_MS = 500.0  # DESIGN.md: P1 when cancel-to-ack P99 > 500 ms for 1 minute
+P99_PAGE_MS = 500.0  # the P1 alert: cancel-to-ack P99 > 500 ms for 1 minute (docs/alerts.md)
 
 st.title("Overview")
 left, right = st.columns([1, 3], vertical_alignment="bottom")

@@ -6,7 +6,7 @@ import streamlit as st
 from turnlens.dashboard import common, data, filters
 
 ROW_LIMIT = 5000
-# The finding kinds that are about one side effect, as DESIGN.md names them.
+# The finding kinds that are about one side effect, as docs/span-contract.md names them.
 LEDGER_KINDS = [
     "cancelled_but_committed",
     "unbilled_side_effect",

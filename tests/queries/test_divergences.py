@@ -1,4 +1,4 @@
-"""Each detector of DESIGN.md fires on the turn that breaks its remedy, silent on the one that keeps it.
+"""Each detector of the span contract fires on the turn that breaks its remedy, silent on the one that keeps it.
 
 All scenarios live in one store (one turn each, keys unique per turn) so that a detector matching across
 turns by mistake shows up as a finding on the wrong turn.
@@ -167,7 +167,7 @@ def test_every_kind_fires_somewhere_and_is_silent_somewhere() -> None:
     assert sum(1 for _, _, expected in SCENARIOS.values() if not expected) >= len(KINDS)
 
 
-def test_the_documented_kinds_are_design_md_list(con: duckdb.DuckDBPyConnection) -> None:
+def test_the_documented_kinds_are_the_contract_list(con: duckdb.DuckDBPyConnection) -> None:
     doc = con.execute(
         "select comment from duckdb_columns() where table_name = 'divergences' and column_name = 'kind'"
     ).fetchone()[0]
