@@ -1,7 +1,7 @@
 """Altair charts of a turn and of the fleet, shared by the dashboard and the incident export.
 
 Every builder is pure: rows in (a pandas DataFrame with the columns of the view it comes from),
-an `alt.Chart` out, no Streamlit and no store access, so `dashboard/report.py` renders the same
+an `alt.Chart` out, no Streamlit and no store access, so `export/report.py` renders the same
 pictures to SVG.
 """
 
