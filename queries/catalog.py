@@ -211,7 +211,9 @@ def views_markdown(rows: list[tuple[str, str, str, str, str]]) -> str:
     """The views' reference page (`docs/views.md`) from `describe_views` rows: each view, its grain, a column table."""
     by_view: dict[str, tuple[str, list[tuple[str, str, str]]]] = {}
     for view, grain, column, type_, meaning in rows:
-        by_view.setdefault(view, (grain, []))[1].append((column, type_, meaning))
+        # the grain opens with the view's own name ("turns: one row per turn ..."), which the heading says
+        grain = grain.removeprefix(f"{view}: ")
+        by_view.setdefault(view, (grain[:1].upper() + grain[1:], []))[1].append((column, type_, meaning))
     lines = [
         "# Views",
         "",
