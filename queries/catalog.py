@@ -208,7 +208,7 @@ VIEWS_PAGE_COMMAND = "make docs"
 
 
 def views_markdown(rows: list[tuple[str, str, str, str, str]]) -> str:
-    """The views' reference page (`docs/views.md`) from `describe_views` rows: each view, its grain, a column table."""
+    """The views' reference page (docs/views.md) from `describe_views` rows: grain and columns of each."""
     by_view: dict[str, tuple[str, list[tuple[str, str, str]]]] = {}
     for view, grain, column, type_, meaning in rows:
         # the grain opens with the view's own name ("turns: one row per turn ..."), which the heading says

@@ -31,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="rewrite the store's catalog first (after editing settings/tool_registry.toml)")
     views.add_argument("--format", choices=("table", "csv", "json"), default="table")
     views.add_argument("--markdown", action="store_true",
-                       help=f"print the views' reference page ({catalog.VIEWS_PAGE}) from a catalog built on an"
-                       " empty store, or on --store")
+                       help=f"print the views' reference page ({catalog.VIEWS_PAGE}) from a catalog"
+                       " built on an empty store, or on --store")
     views.set_defaults(func=run_views)
 
     mat = subparsers.add_parser(

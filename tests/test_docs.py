@@ -11,8 +11,9 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
-from turnlens.cli import main
 from turnlens.queries import catalog
+
+from turnlens.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
