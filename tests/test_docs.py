@@ -103,3 +103,12 @@ def test_the_views_page_documents_every_view() -> None:
     page = (ROOT / catalog.VIEWS_PAGE).read_text(encoding="utf-8")
     for view in catalog.load_views():
         assert f"\n## {view.name}\n" in page, f"{view.name} has no section in {catalog.VIEWS_PAGE}"
+
+
+def test_the_alerts_page_lists_every_rule_as_the_rule_files_say() -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["alerts", "list", "--markdown"]) == 0
+    assert out.getvalue() in (ROOT / "docs" / "alerts.md").read_text(encoding="utf-8"), (
+        "docs/alerts.md's rule catalogue differs from the rule files: paste `turnlens alerts list --markdown`"
+    )
