@@ -1,7 +1,7 @@
 """The scenario library: each known incident (and each clean shape) as a named, parameterised
 function that plays one turn on the fleet and labels the findings the detectors must report.
 
-A scenario returns when its turn is over (ms from the turn's start). Labels follow the detectors' table (docs/span-contract.md)
+A scenario returns when its turn is over (ms from the turn's start). Labels follow the detector table
 to the letter; the clean scenarios label nothing and are built so that no detector has cause to fire.
 """
 
@@ -228,7 +228,7 @@ def retry_with_key(turn: Turn, *, honoured: bool = True) -> float:
 
 
 def stop_after_eager_dispatch(turn: Turn, *, stop_token: int = 1200, reaction_ms: float = 500.0) -> float:
-    """The eager-dispatch stop: around token 1200 the model calls send_email, create_ticket and kick_off_deploy, all
+    """Eager dispatch: around token 1200 the model calls send_email, create_ticket and kick_off_deploy, all
     dispatched eagerly; the user presses stop half a second late. The email is sent, the ticket exists,
     the deploy runs, nothing is compensated or shown."""
     stream = make_stream(turn, open_turn(turn), total=turn.rng.randint(1700, 2600))
@@ -250,7 +250,7 @@ def stop_after_eager_dispatch(turn: Turn, *, stop_token: int = 1200, reaction_ms
 
 
 def stop_after_invoice_email(turn: Turn, *, stop_after_commit_ms: float = 200.0) -> float:
-    """The invoice-email stop: send_invoice_email fired eagerly and the relay said 250 OK; the user stops 200 ms later.
+    """Invoice email: send_invoice_email fired eagerly and the relay said 250 OK; the user stops 200 ms later.
     The streamed tokens are billed, the email's cost is not, and the transcript never shows it."""
     stream = make_stream(turn, open_turn(turn), median_tokens=700)
     call = make_call(turn, "send_invoice_email", dispatch="eager")
