@@ -32,7 +32,8 @@ FORBIDDEN = {
     r"\bissues? #?\d+\b": "a tracker entry the reader cannot see",
     r"\bthis shared [m]achine\b": "the machine a text was written on",
     r"\b(?:this|shared) \d-core machine\b": "the machine a text was written on",
-    r"\bother (?:people|sessions|engineers)\b": "the people a text was written with",
+    r"\b(?:an)?other (?:people|engineers?)\b": "the people a text was written with",
+    r"\bgithub\.com/[\w.-]+/[\w.-]+/(?:issue|pull)s?/\d": "a tracker entry the reader cannot see",
 }
 BINARY_SUFFIXES = (".gz", ".parquet", ".png", ".jpg", ".duckdb", ".so")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
