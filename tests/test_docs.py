@@ -74,17 +74,30 @@ def test_no_file_points_outside_the_repository() -> None:
     assert not found, "say it in the project's own words instead:\n" + "\n".join(found)
 
 
+def _without_code(text: str) -> str:
+    return FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors a Markdown renderer gives the page's headings (lower case, punctuation dropped, dashes)."""
+    headings = re.findall(r"^#+\s+(.+?)\s*$", _without_code(page.read_text(encoding="utf-8")), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
 def test_every_relative_link_of_the_docs_resolves() -> None:
     broken = []
     for page in documentation_pages():
-        text = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), page.read_text(encoding="utf-8"))
+        text = _without_code(page.read_text(encoding="utf-8"))
         for number, line in enumerate(text.splitlines(), 1):
             for target in LINK.findall(line):
-                if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("#"):
-                    continue  # a URL, or an anchor on the same page
-                resolved = (page.parent / target.split("#", 1)[0]).resolve()
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):
+                    continue  # a URL
+                path, _, anchor = target.partition("#")
+                resolved = (page.parent / path).resolve() if path else page
                 if not resolved.is_relative_to(ROOT) or not resolved.exists():
                     broken.append(f"{page.relative_to(ROOT)}:{number}: {target}")
+                elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+                    broken.append(f"{page.relative_to(ROOT)}:{number}: {target} (no such heading)")
     assert not broken, "links to files that are not in the repository:\n" + "\n".join(broken)
 
 
