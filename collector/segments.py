@@ -24,7 +24,7 @@ from turnlens.kernel.schema import SEGMENT_SCHEMA
 # A zero-row segment in a partition no real span falls into, so a fresh store's views bind.
 PLACEHOLDER = Path("date=1970-01-01") / "empty.parquet"
 # Fresh segments favour the writer's CPU (it shares a core with decoding); compaction rewrites them
-# with zstd, about half the bytes of lz4 for ~30 % more CPU (measured, see readme-parts/store.md).
+# with zstd, about half the bytes of lz4 for ~30 % more CPU (measured: docs/benchmarks.md).
 HOT_COMPRESSION = "lz4"
 COLD_COMPRESSION = "zstd"
 # Min/max statistics only where a reader filters (row groups skipped by time, id, session); on the

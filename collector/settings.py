@@ -1,7 +1,7 @@
 """The collector's settings in one object, with one precedence: defaults < environment < command-line flags.
 
 Every setting has an environment variable (TURNLENS_<NAME>) and a flag of the same name; the table
-below is also what `turnlens collect --help` and the README show.
+below is also what `turnlens collect --help` and docs/collector.md show.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The turnlens span contract: public attribute and event names, layer inference and HLC packing.
 
 Everything that emits or reads turnlens spans (the simulator, the collector, the SQL views, users'
-instrumentation) takes these names from here; DESIGN.md is the prose version of this module.
+instrumentation) takes these names from here; docs/span-contract.md is the prose version of this module.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The scenario library: each seed-article incident (and each clean shape) as a named, parameterised
-function that plays one turn on the fleet and labels the findings DESIGN.md's detectors must report.
+"""The scenario library: each known incident (and each clean shape) as a named, parameterised
+function that plays one turn on the fleet and labels the findings the detectors must report.
 
-A scenario returns when its turn is over (ms from the turn's start). Labels follow DESIGN.md's table
+A scenario returns when its turn is over (ms from the turn's start). Labels follow the detector table
 to the letter; the clean scenarios label nothing and are built so that no detector has cause to fire.
 """
 
@@ -195,11 +195,11 @@ def retry_with_key(turn: Turn, *, honoured: bool = True) -> float:
     return max(complete_stream(turn, stream), plan.returned)
 
 
-# --- the seed articles' incidents -----------------------------------------------------------------
+# --- the stop-button incidents ---------------------------------------------------------------------
 
 
 def stop_after_eager_dispatch(turn: Turn, *, stop_token: int = 1200, reaction_ms: float = 500.0) -> float:
-    """Seed 000: around token 1200 the model calls send_email, create_ticket and kick_off_deploy, all
+    """Eager dispatch: around token 1200 the model calls send_email, create_ticket and kick_off_deploy, all
     dispatched eagerly; the user presses stop half a second late. The email is sent, the ticket exists,
     the deploy runs, nothing is compensated or shown."""
     stream = make_stream(turn, open_turn(turn), total=turn.rng.randint(1700, 2600))
@@ -221,7 +221,7 @@ def stop_after_eager_dispatch(turn: Turn, *, stop_token: int = 1200, reaction_ms
 
 
 def stop_after_invoice_email(turn: Turn, *, stop_after_commit_ms: float = 200.0) -> float:
-    """Seed 001: send_invoice_email fired eagerly and the relay said 250 OK; the user stops 200 ms later.
+    """Invoice email: send_invoice_email fired eagerly and the relay said 250 OK; the user stops 200 ms later.
     The streamed tokens are billed, the email's cost is not, and the transcript never shows it."""
     stream = make_stream(turn, open_turn(turn), median_tokens=700)
     call = make_call(turn, "send_invoice_email", dispatch="eager")

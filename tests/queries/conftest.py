@@ -177,7 +177,7 @@ def contract_turn(
     acked: tuple[str, ...] = ("http", "stream", "runtime", "tool"),
     tokens_billed: int = 50,
 ) -> list[dict]:
-    """One turn of the contract as the seed articles want it: by default it completes with one
+    """One turn of the contract as its remedies want it: by default it completes with one
     speculative, approved, keyed, charged invoice and no finding at all. Each argument breaks one
     remedy. Every node's clock agrees, so HLC physical time equals wall time."""
     call = {

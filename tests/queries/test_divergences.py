@@ -1,4 +1,4 @@
-"""Each detector of DESIGN.md fires on the turn that breaks its remedy, silent on the one that keeps it.
+"""Each detector fires on the turn that breaks its remedy, silent on the one that keeps it.
 
 All scenarios live in one store (one turn each, keys unique per turn) so that a detector matching across
 turns by mistake shows up as a finding on the wrong turn.

@@ -1,4 +1,4 @@
-"""The simulator's promises: determinism, labels that follow DESIGN.md's table on the data it emitted,
+"""The simulator's promises: determinism, labels that follow the detector table on the data it emitted,
 the span contract, and the HLC's causality property across services."""
 
 from __future__ import annotations
