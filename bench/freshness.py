@@ -3,7 +3,7 @@
 A real `turnlens collect` process with its default settings receives, over OTLP/HTTP on 127.0.0.1:
 
 - background traffic at `--rate` spans/s (default 20,000): the simulator's requests encoded once as OTLP
-  protobuf and copied with new ids and start times moved to the moment of sending (sample_data/fast.py's byte
+  protobuf and copied with new ids and start times moved to the moment of sending (sample_data/bulk.py's byte
   patching, plus the fixed64 times), posted by `--senders` processes;
 - every `--probe-every` seconds a probe: one simulated session whose turns each carry a known finding
   (`ghost_commit`), exported by the OpenTelemetry SDK's OTLPSpanExporter. The moment `export()` returns
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from turnlens.queries import catalog
-from turnlens.sample_data import fast, simulate
+from turnlens.sample_data import bulk, simulate
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = "ghost_commit"
@@ -48,7 +48,7 @@ _FIXED64_TIME_TAGS = (b"\x39", b"\x41", b"\x09")  # span start / end, event time
 class TimedTemplate:
     """A fast-mode template plus where its fixed64 times sit, so a copy can be moved to now."""
 
-    template: fast.Template
+    template: bulk.Template
     time_offsets: tuple[int, ...]
     first_ns: int
 
@@ -57,12 +57,12 @@ def timed_templates(start_ns: int) -> list[TimedTemplate]:
     """The fast mode's templates of a short, dense simulation started at `start_ns`, with their time offsets:
     an
     8-byte value after a fixed64 tag that falls inside the simulated period is a time."""
-    original = fast.Simulation
-    fast.Simulation = lambda **kw: original(**kw, start_ns=start_ns, sessions_per_minute=600.0)  # type: ignore
+    original = bulk.Simulation
+    bulk.Simulation = lambda **kw: original(**kw, start_ns=start_ns, sessions_per_minute=600.0)  # type: ignore
     try:
-        templates = fast.build_templates(sessions=40, seed=21)
+        templates = bulk.build_templates(sessions=40, seed=21)
     finally:
-        fast.Simulation = original  # type: ignore[misc]
+        bulk.Simulation = original  # type: ignore[misc]
     lo, hi = start_ns - 60 * 10**9, start_ns + 3600 * 10**9
     timed = []
     for template in templates:

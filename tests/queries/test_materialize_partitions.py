@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from turnlens.collector import compaction
-from turnlens.collector import contract as c
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel import contract as c
+from turnlens.kernel.layout import segments_glob
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 from turnlens.queries import catalog, materialize
-from turnlens.queries.commands import segments_glob
 
 T0_MS = 1_795_000_000_000  # the given rows' T0 (tests/queries/conftest.py): 2026-11-18 11:06:40 UTC
 MINUTE_MS = 60_000

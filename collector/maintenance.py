@@ -1,16 +1,13 @@
-"""The collector's maintenance in child processes: `turnlens compact` on a timer, `turnlens materialize
---every`.
+"""The collector's maintenance in child processes: `turnlens compact` on a timer, and one long-lived
+`turnlens materialize --every`.
 
 Children, not threads: compaction holds a batch of segments in memory to sort it, and the derived state's
-DuckDB
-work takes a core for a second at a time (and up to its memory limit in a full build); the collector's own
-memory
-and its answers to exporters must depend on neither. The children run at a lower CPU priority; a run still
-going
-when the next is due is not doubled, and a child that finds another process maintaining the store (exit 75)
-waits for the next interval. The materialiser is one long-lived child refreshing every second or so (starting
-an interpreter per refresh would cost as much as the refresh); when it exits it is started again after the
-interval.
+DuckDB work takes a core for a second at a time (and up to its memory limit in a full build); the collector's
+own memory and its answers to exporters must depend on neither. The children run at a lower CPU priority; a
+run still going when the next is due is not doubled, and a child that finds another process maintaining the
+store (exit 75) waits for the next interval. The materialiser refreshes every second or so in one process
+(starting an interpreter per refresh would cost as much as the refresh); when it exits it is started again
+after the interval.
 """
 
 from __future__ import annotations
