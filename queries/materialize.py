@@ -557,21 +557,11 @@ def _update_index(run: _Run, previous: Manifest, present: list[str]) -> tuple[li
     return chunks, {file: newest for file, newest in indexed.items() if file in present_set}
 
 
-def folder_is_data(day: Any) -> bool:
-    """Whether a segment day holds spans (the placeholder's day holds none)."""
-    return segments.partition_name(day) != segments.PLACEHOLDER.parent.name
-
-
-def _dropped_partitions(previous: Manifest, present: list[str]) -> list[str]:
-    """Partitions of days retention removed: older than the oldest day that still has a segment."""
+def _gone_segments(indexed_before: set[str], present: list[str]) -> list[str]:
+    """Segments the previous index knew whose whole day folder is gone: retention removed them (a merge leaves
+    its output in the same folder, so the copies of merged segments are not gone)."""
     folders = {Path(file).parent for file in present}
-    days = sorted(
-        day.isoformat().replace("-", "")
-        for day in (segments.partition_day(folder) for folder in folders)
-        if day is not None and folder_is_data(day)
-    )
-    oldest = days[0] if days else "99999999"
-    return [part for part in previous.partitions if part[:8] < oldest]
+    return sorted(file for file in indexed_before - set(present) if Path(file).parent not in folders)
 
 
 def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
@@ -587,12 +577,13 @@ def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
         | set(new_segments)
         | {run.placeholder}
     )
-    dropped = _dropped_partitions(previous, present)
+    gone = _gone_segments(indexed_before, present)
     run.step(
         "previous_state",
         {
             **{f"{table}_files": sql_list(previous.table_files(table)) for table in IDENTITY},
-            "dropped_trace_turns_files": sql_list(previous.table_files("trace_turns", dropped)),
+            "previous_index_traces_files": sql_list(previous.chunk_files("traces")),
+            "gone_segments": sql_list(gone),
         },
     )
     index = replace(previous, chunks=chunks, version=run.version)
@@ -612,8 +603,8 @@ def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
     )
     run.fresh_phase("recompute", values)
     run.hold(HELD_RECOMPUTED)
-    touched = {part for (part,) in run.step("touched_parts").fetchall()} - set(dropped)
-    partitions = {part: v for part, v in previous.partitions.items() if part not in dropped}
+    touched = {part for (part,) in run.step("touched_parts").fetchall()}
+    partitions = dict(previous.partitions)
     for part in sorted(touched):
         for table in TABLES:
             old = previous.partition_file(table, part) if part in partitions else None
@@ -635,7 +626,8 @@ def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
         "mode": "refresh",
         "touched_turns": int(replaced),
         "written_partitions": sorted(touched),
-        "dropped_partitions": dropped,
+        "dropped_partitions": sorted(set(previous.partitions) - set(manifest.partitions)),
+        "gone_segments": len(gone),
         "input_segments": len(input_files),
         "buckets": 1,
     }

@@ -297,7 +297,7 @@ def test_retention_drops_a_days_partitions_without_a_rebuild(staged: StagedStore
     first = dt.datetime.combine(dt.date(2026, 11, 19), dt.time(12), tzinfo=dt.UTC)
     assert compaction.apply_retention(staged.dir / "segments", now - first.timestamp(), grace_s=0) == 1
     dropped = staged.refresh(20 * HOUR_MS + 10_000)
-    assert dropped["mode"] == "refresh" and dropped["dropped_partitions"]
+    assert dropped["mode"] == "refresh" and dropped["gone_segments"] == 1 and dropped["dropped_partitions"]
     after = staged.assert_equal_to_live()
     turns = {turn for _, turn, *_ in after["turns"]}
     assert "day1" not in turns and {"midnight", "day2"} <= turns

@@ -15,8 +15,8 @@ select
     false as complete;
 
 -- step: previous_state
--- the identity side tables of the previous state (every partition, those retention dropped included) and the traces
--- of the dropped partitions, whose remaining copies (a turn across midnight) are recomputed
+-- the identity side tables of the previous state, and the traces that had copies in segments retention removed: their
+-- turns are recomputed from the copies that remain (a turn received across midnight), or leave when none does
 create or replace temp view turnlens_prev_trace_turns as
 select * from read_parquet({{trace_turns_files}}, hive_partitioning = false);
 
@@ -27,7 +27,9 @@ create or replace temp view turnlens_prev_trace_links as
 select * from read_parquet({{trace_links_files}}, hive_partitioning = false);
 
 create or replace temp view turnlens_dropped_traces as
-select trace_id from read_parquet({{dropped_trace_turns_files}}, hive_partitioning = false);
+select distinct trace_id
+from read_parquet({{previous_index_traces_files}}, hive_partitioning = false)
+where list_contains({{gone_segments}}, file);
 
 -- step: whole_store_identity
 -- a full build: every trace's turn, start and size, its keys and links, over the whole store (narrow columns; DuckDB
