@@ -8,7 +8,7 @@ import orjson
 import otlp_samples as s
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from turnlens.collector import otlp_decode
+from turnlens.collector import otlp_attributes, otlp_decode, otlp_rows
 from turnlens.collector.otlp_decode import OtlpDecodeError, decode_json, decode_protobuf
 from turnlens.collector.schema import SEGMENT_SCHEMA
 
@@ -160,7 +160,7 @@ def test_a_large_request_converted_in_chunks_gives_the_same_table(monkeypatch: p
     second.scope_spans.add().spans.extend(s.simple_request(50, seed=9).resource_spans[0].scope_spans[0].spans)
     body = request.SerializeToString()
     whole = decode_protobuf(body, received_unix_nano=1).table
-    monkeypatch.setattr(otlp_decode._Rows, "CHUNK_SPANS", 64)
+    monkeypatch.setattr(otlp_rows.Rows, "CHUNK_SPANS", 64)
     chunked = decode_protobuf(body, received_unix_nano=1).table
     assert chunked.num_rows == 350
     assert chunked.to_pylist() == whole.to_pylist()
@@ -172,8 +172,8 @@ def test_repeated_attribute_values_decode_the_same_from_the_cache() -> None:
     body = s.full_request().SerializeToString()
     first = decode_protobuf(body, received_unix_nano=1).table.to_pylist()
     again = decode_protobuf(body, received_unix_nano=1).table.to_pylist()
-    otlp_decode._kv_cache.clear()
-    otlp_decode._key_cache.clear()
+    otlp_attributes.kv_cache.clear()
+    otlp_attributes.key_cache.clear()
     cold = decode_protobuf(body, received_unix_nano=1).table.to_pylist()
     assert first == again == cold
 
@@ -186,18 +186,18 @@ def test_an_empty_request_gives_an_empty_table() -> None:
 
 def test_keys_whose_values_never_repeat_stop_filling_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     decode_protobuf = otlp_decode.decode_protobuf_reference  # the compiled walker caches nothing
-    monkeypatch.setattr(otlp_decode._Volatility, "EPOCH", 200)
-    monkeypatch.setattr(otlp_decode, "_volatility", otlp_decode._Volatility())
-    otlp_decode._kv_cache.clear()
+    monkeypatch.setattr(otlp_attributes.Volatility, "EPOCH", 200)
+    monkeypatch.setattr(otlp_attributes, "volatility", otlp_attributes.Volatility())
+    otlp_attributes.kv_cache.clear()
     for seed in range(1, 6):  # every span a new turnlens.hlc; session.id repeats within a request
         request = s.simple_request(100, seed=seed)
         for i, span in enumerate(request.resource_spans[0].scope_spans[0].spans):
             span.attributes[1].value.int_value = s.HLC + seed * 1000 + i
         decode_protobuf(request.SerializeToString())
-    cached_keys = [raw for raw in otlp_decode._kv_cache if b"turnlens.hlc" in raw]
-    assert otlp_decode.contract.HLC in otlp_decode._volatility.volatile
+    cached_keys = [raw for raw in otlp_attributes.kv_cache if b"turnlens.hlc" in raw]
+    assert otlp_rows.contract.HLC in otlp_attributes.volatility.volatile
     assert len(cached_keys) < 250  # the first epochs only, not all 500
-    assert any(b"session.id" in raw for raw in otlp_decode._kv_cache)
+    assert any(b"session.id" in raw for raw in otlp_attributes.kv_cache)
 
 
 def test_an_attribute_key_that_is_not_utf8_is_a_decode_error_not_a_crash() -> None:
