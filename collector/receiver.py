@@ -135,7 +135,10 @@ class Receiver:
         if not authorization:
             return False
         scheme, _, credentials = authorization.strip().partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip(), self.token)
+        credentials = credentials.strip()
+        if not credentials.isascii():  # never the (ASCII) token; compare_digest would raise
+            return False
+        return scheme.lower() == "bearer" and hmac.compare_digest(credentials, self.token)
 
     def export_traces(self, body: bytes, *, json: bool) -> DecodeResult:
         """Decodes and appends; returns once durable. Raises OtlpDecodeError, Overloaded, ShuttingDown."""

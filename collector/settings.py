@@ -113,10 +113,20 @@ def resolve(
         if text is not None and text != "":
             values[f.name] = _convert(f.name, str(text))
     settings = replace(CollectorSettings(), **values)
+    if settings.token is not None and not is_token(settings.token):
+        raise ValueError(
+            "--token must be visible ASCII characters only (no spaces, no letters outside ASCII): "
+            "HTTP headers and gRPC metadata cannot carry anything else"
+        )
     for name in ("retention_s", "compact_interval_s", "materialize_interval_s", "materialize_margin_s",
                  "shutdown_grace_s"):
         getattr(settings, name)  # a malformed duration fails here, at start-up
     return settings
+
+
+def is_token(text: str) -> bool:
+    """True for a usable bearer token: visible ASCII, no spaces (what an Authorization header carries)."""
+    return bool(text) and all("!" <= c <= "~" for c in text)
 
 
 def parse_address(text: str) -> tuple[str, int] | None:

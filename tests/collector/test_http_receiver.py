@@ -195,6 +195,7 @@ BAD_INPUTS = [
     ("unknown path", "POST", "/v2/traces", s.protobuf_headers(TOKEN), b"", 404),
     ("no token", "POST", "/v1/traces", s.protobuf_headers(), b"", 401),
     ("wrong token", "POST", "/v1/traces", s.protobuf_headers("guess"), b"", 401),
+    ("non-ASCII token", "POST", "/v1/traces", s.protobuf_headers("tökén"), b"", 401),
     ("too large", "POST", "/v1/traces", s.protobuf_headers(TOKEN), b"\x0a" * (LIMIT + 1), 413),
 ]
 
@@ -324,3 +325,15 @@ def test_a_refused_request_leaves_its_keep_alive_connection_usable(collector: s.
             assert response.status == expected
     finally:
         connection.close()
+
+
+def test_a_token_no_header_can_carry_stops_start_up_with_a_clear_message(tmp_path: Path) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [*s.TURNLENS, "collect", "--store", str(tmp_path / "store"), "--http", f"127.0.0.1:{s.free_port()}",
+         "--grpc", "off", "--token", "sécret"],
+        capture_output=True, text=True, timeout=30, cwd=s.REPO,
+    )
+    assert done.returncode == 2
+    assert "--token must be visible ASCII" in done.stderr
