@@ -42,6 +42,11 @@ class HttpError(Exception):
         self.retry_after_s = retry_after_s
 
 
+def _gzip_member() -> Any:
+    """A decompressor of one gzip member (header, deflate data, trailer)."""
+    return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+
+
 class OtlpHttpServer(ThreadingHTTPServer):
     """The listening socket and the receiver its handlers call; counts requests in progress."""
 
@@ -271,14 +276,22 @@ class OtlpHandler(BaseHTTPRequestHandler):
         return bytes(body)
 
     def _gunzip(self, pieces: Iterator[bytes], reservation: Reservation, limit: int) -> bytes:
-        """Decompresses piece by piece, never producing more than `limit` + 1 bytes (gzip bombs)."""
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        """Decompresses piece by piece, never producing more than `limit` + 1 bytes (gzip bombs).
+
+        A body may hold several gzip members one after another (RFC 9110 allows it, and concatenated
+        `gzip` output looks so): each is decoded. Bytes after a member that do not start another are
+        refused, as is a member cut short, rather than storing a request only partly read.
+        """
+        inflater = _gzip_member()
+        fed = False  # the current member has been given bytes
+        members = 0
         body = bytearray()
         try:
             for piece in pieces:
                 data = piece
-                while data and not inflater.eof:
+                while data:
                     out = inflater.decompress(data, limit + 1 - len(body))
+                    fed = True
                     body += out
                     self._grow_or_drop(reservation, len(out))
                     if len(body) > limit:
@@ -286,11 +299,16 @@ class OtlpHandler(BaseHTTPRequestHandler):
                         raise HttpError(
                             413, rx.RESOURCE_EXHAUSTED, f"request exceeds {limit} bytes after decompression"
                         )
-                    data = inflater.unconsumed_tail
+                    if inflater.eof:
+                        data = inflater.unused_data
+                        inflater, fed, members = _gzip_member(), False, members + 1
+                    else:
+                        data = inflater.unconsumed_tail
         except zlib.error as exc:
             self._drop_rest()
-            raise HttpError(400, rx.INVALID_ARGUMENT, f"Content-Encoding gzip, but not gzip: {exc}") from None
-        if not inflater.eof:
+            what = "bytes after the gzip data that are not gzip" if members else "not gzip"
+            raise HttpError(400, rx.INVALID_ARGUMENT, f"Content-Encoding gzip, but {what}: {exc}") from None
+        if fed or not members:
             raise HttpError(400, rx.INVALID_ARGUMENT, "the gzip stream is truncated")
         return bytes(body)
 

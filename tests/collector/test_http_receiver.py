@@ -46,6 +46,12 @@ def send(collector: s.CollectorProcess, body: bytes, **headers: str) -> tuple[in
     return s.post(collector.http, "/v1/traces", body, s.protobuf_headers(TOKEN, **headers))
 
 
+def stored(collector: s.CollectorProcess, span_ids: set[str]) -> int:
+    """How many of these spans the store holds."""
+    sql = "select count(*) from spans where span_id in (select unnest($1))"
+    return int(s.query(collector.store, sql, [sorted(span_ids)])[0][0])
+
+
 def still_serving(collector: s.CollectorProcess) -> None:
     request = s.simple_request(3, seed=int(time.time_ns() % 1_000_000_000))
     status, _, body = send(collector, request.SerializeToString())
@@ -169,6 +175,28 @@ def test_partial_success_names_the_rejected_spans_and_stores_the_rest(collector:
     status, _, body = s.post(collector.http, "/v1/traces", orjson.dumps(document), s.json_headers(TOKEN))
     assert status == 200
     assert orjson.loads(body)["partialSuccess"]["rejectedSpans"] == "1"
+
+
+def test_every_member_of_a_multi_member_gzip_body_is_stored(collector: s.CollectorProcess) -> None:
+    first, second = s.simple_request(2, seed=4301), s.simple_request(3, seed=4302)
+    body = gzip.compress(first.SerializeToString()) + gzip.compress(second.SerializeToString())
+    status, _, _ = send(collector, body, **{"Content-Encoding": "gzip"})
+    assert status == 200
+    assert stored(collector, s.span_ids(first) | s.span_ids(second)) == 5
+
+
+@pytest.mark.parametrize("trailer", [b"garbage", b"\x1f\x8b", b"\x00" * 8])
+def test_bytes_after_the_gzip_data_are_refused_and_nothing_is_stored(
+    collector: s.CollectorProcess, trailer: bytes
+) -> None:
+    request = s.simple_request(2, seed=4400 + len(trailer))
+    status, _, response = send(
+        collector, gzip.compress(request.SerializeToString()) + trailer, **{"Content-Encoding": "gzip"}
+    )
+    assert status == 400, response
+    assert "gzip" in status_pb2.Status.FromString(response).message
+    assert stored(collector, s.span_ids(request)) == 0
+    still_serving(collector)
 
 
 def gzip_bomb(decompressed_bytes: int) -> bytes:
