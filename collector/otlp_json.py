@@ -35,7 +35,8 @@ from turnlens.collector.otlp_rows import (
 )
 
 _dumps = orjson.dumps
-
+UINT32_MAX = (1 << 32) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _get(obj: Mapping[str, Any], camel: str, snake: str | None = None, default: Any = None) -> Any:
@@ -59,6 +60,44 @@ def _json_int(value: Any, what: str) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     raise OtlpDecodeError(f"{what} must be an integer, got {value!r}")
+
+
+def _json_uint32(value: Any, what: str) -> int:
+    """A flags field or a dropped count: protobuf's fixed32 / uint32."""
+    number = _json_int(value, what)
+    if not 0 <= number <= UINT32_MAX:
+        raise OtlpDecodeError(f"{what} must be between 0 and {UINT32_MAX}, got {number}")
+    return number
+
+
+def _text(obj: Mapping[str, Any], camel: str, snake: str | None, what: str) -> str:
+    """A string field ("" when absent); any other JSON type is refused, naming the field."""
+    value = _get(obj, camel, snake, "")
+    if not isinstance(value, str):
+        raise OtlpDecodeError(f"{what} must be a string, got {_type_name(value)}")
+    return value
+
+
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    """A JSON object field ({} when absent)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise OtlpDecodeError(f"{what} must be an object, got {_type_name(value)}")
+    return value
+
+
+def _type_name(value: Any) -> str:
+    """The JSON name of a parsed value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 def _json_enum(value: Any, names: tuple[str, ...], prefix: str, what: str) -> int:
@@ -94,17 +133,29 @@ def _json_value(value: Any) -> Any:
         return None
     for key, item in value.items():
         if key in ("stringValue", "string_value"):
+            if not isinstance(item, str):
+                raise OtlpDecodeError(f"stringValue must be a string, got {_type_name(item)}")
             return item
         if key in ("boolValue", "bool_value"):
-            return bool(item)
+            if not isinstance(item, bool):
+                raise OtlpDecodeError(f"boolValue must be true or false, got {_type_name(item)}")
+            return item
         if key in ("intValue", "int_value"):
-            return _json_int(item, "intValue")
+            number = _json_int(item, "intValue")
+            if not INT64_MIN <= number <= INT64_MAX:
+                raise OtlpDecodeError(f"intValue must be a 64-bit integer, got {number}")
+            return number
         if key in ("doubleValue", "double_value"):
-            return float(item) if not isinstance(item, str) else _json_double(item)
+            if isinstance(item, str):
+                return _json_double(item)
+            if isinstance(item, bool) or not isinstance(item, int | float):
+                raise OtlpDecodeError(f"doubleValue must be a number, got {_type_name(item)}")
+            return float(item)
         if key in ("arrayValue", "array_value"):
-            return [_json_value(v) for v in _get(item or {}, "values", default=[])]
+            values = _get(_object(item, "arrayValue"), "values", default=[])
+            return [_json_value(v) for v in _list(values, "arrayValue.values")]
         if key in ("kvlistValue", "kvlist_value"):
-            return _json_attributes(_get(item or {}, "values", default=[]))
+            return _json_attributes(_get(_object(item, "kvlistValue"), "values", default=[]))
         if key in ("bytesValue", "bytes_value"):
             try:
                 return base64.b64encode(base64.b64decode(item, validate=True)).decode()
@@ -149,8 +200,8 @@ def decode_json_document(document: Any, *, received_unix_nano: int | None = None
     received = received_unix_nano if received_unix_nano is not None else time.time_ns()
     rows = Rows()
     try:
-        for resource_spans in _list(_get(document, "resourceSpans", "resource_spans", [])):
-            _add_json_resource(rows, resource_spans, received)
+        for resource_spans in _list(_get(document, "resourceSpans", "resource_spans", []), "resourceSpans"):
+            _add_json_resource(rows, _object(resource_spans, "resourceSpans[]"), received)
     except OtlpDecodeError:
         raise
     except (TypeError, AttributeError, ValueError, RecursionError) as exc:
@@ -158,35 +209,38 @@ def decode_json_document(document: Any, *, received_unix_nano: int | None = None
     return rows.to_result(received)
 
 
-def _list(value: Any) -> list[Any]:
+def _list(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list):
-        raise OtlpDecodeError(f"expected a list, got {type(value).__name__}")
+        raise OtlpDecodeError(f"{what} must be an array, got {_type_name(value)}")
     return value
 
 
 def _dropped(obj: Mapping[str, Any], field: str = "droppedAttributesCount") -> int:
     snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in field)
-    return _json_int(_get(obj, field, snake, 0), field)
+    return _json_uint32(_get(obj, field, snake, 0), field)
 
 
 def _add_json_resource(rows: Rows, resource_spans: Mapping[str, Any], received: int) -> None:
-    resource = _get(resource_spans, "resource", default={})
+    resource = _object(_get(resource_spans, "resource"), "resource")
     resource_attributes = _json_attributes(_get(resource, "attributes", default=[]))
     service, node = resource_identity(resource_attributes)
     resource_json = _dumps(resource_attributes)
-    for scope_spans in _list(_get(resource_spans, "scopeSpans", "scope_spans", [])):
-        scope = _get(scope_spans, "scope", default={})
+    resource_schema_url = _text(resource_spans, "schemaUrl", "schema_url", "resourceSpans.schemaUrl")
+    for scope_spans in _list(_get(resource_spans, "scopeSpans", "scope_spans", []), "scopeSpans"):
+        scope_spans = _object(scope_spans, "scopeSpans[]")
+        scope = _object(_get(scope_spans, "scope"), "scope")
         context = (
-            resource_json, _dropped(resource), _get(resource_spans, "schemaUrl", "schema_url") or None,
-            _get(scope, "name") or None, _get(scope, "version") or None,
+            resource_json, _dropped(resource), resource_schema_url or None,
+            _text(scope, "name", None, "scope.name") or None,
+            _text(scope, "version", None, "scope.version") or None,
             _dumps(_json_attributes(_get(scope, "attributes", default=[]))), _dropped(scope),
-            _get(scope_spans, "schemaUrl", "schema_url") or None, service, node,
+            _text(scope_spans, "schemaUrl", "schema_url", "scopeSpans.schemaUrl") or None, service, node,
         )
         rows.add_context(context)
-        for span in _list(_get(scope_spans, "spans", default=[])):
+        for span in _list(_get(scope_spans, "spans", default=[]), "spans"):
             if len(rows.spans) >= rows.CHUNK_SPANS:
                 rows.flush(received)
-            _add_json_span(rows, span)
+            _add_json_span(rows, _object(span, "spans[]"))
 
 
 def _add_json_span(rows: Rows, span: Mapping[str, Any]) -> None:
@@ -202,16 +256,18 @@ def _add_json_span(rows: Rows, span: Mapping[str, Any]) -> None:
         or time_problem(start, end)
     )
     events: list[Event] = []
-    for event in _list(_get(span, "events", default=[])):
+    for event in _list(_get(span, "events", default=[]), "events"):
+        event = _object(event, "events[]")
         event_attributes = _json_attributes(_get(event, "attributes", default=[]))
         event_time = _json_int(_get(event, "timeUnixNano", "time_unix_nano", 0), "timeUnixNano")
         problem = problem or time_problem(event_time)
         events.append(
-            (event_time, _get(event, "name", default=""), _dumps(event_attributes), _dropped(event),
+            (event_time, _text(event, "name", None, "event name"), _dumps(event_attributes), _dropped(event),
              as_int(event_attributes.get(contract.HLC)))
         )
     links: list[Link] = []
-    for link in _list(_get(span, "links", default=[])):
+    for link in _list(_get(span, "links", default=[]), "links"):
+        link = _object(link, "links[]")
         link_trace = _json_hex_id(_get(link, "traceId", "trace_id"))
         link_span = _json_hex_id(_get(link, "spanId", "span_id"))
         problem = (
@@ -220,28 +276,30 @@ def _add_json_span(rows: Rows, span: Mapping[str, Any]) -> None:
             or id_problem("link span_id", link_span, 8)
         )
         links.append(
-            (_hex(link_trace), _hex(link_span), _get(link, "traceState", "trace_state") or None,
+            (_hex(link_trace), _hex(link_span),
+             _text(link, "traceState", "trace_state", "link traceState") or None,
              _dumps(_json_attributes(_get(link, "attributes", default=[]))), _dropped(link),
-             _json_int(_get(link, "flags", default=0), "flags"))
+             _json_uint32(_get(link, "flags", default=0), "link flags"))
         )
     if problem:
         rows.reject(problem)
         return
     attributes = _json_attributes(_get(span, "attributes", default=[]))
-    status = _get(span, "status", default={})
+    status = _object(_get(span, "status"), "status")
     kind_name = span_kind_name(_json_enum(_get(span, "kind", default=0), SPAN_KINDS, "SPAN_KIND_", "kind"))
     read = {key: value for key, value in attributes.items() if key in READ_KEYS}
     rows.spans.append(
         (
             _hex(trace_id), _hex(span_id), _hex(parent) or None,
-            _get(span, "traceState", "trace_state") or None,
-            _json_int(_get(span, "flags", default=0), "flags"), _get(span, "name", default=""), kind_name,
+            _text(span, "traceState", "trace_state", "traceState") or None,
+            _json_uint32(_get(span, "flags", default=0), "flags"), _text(span, "name", None, "name"),
+            kind_name,
             start, end or None, _dumps(attributes), _dropped(span),
             _dropped(span, "droppedEventsCount"), _dropped(span, "droppedLinksCount"),
             status_code_name(
                 _json_enum(_get(status, "code", default=0), STATUS_CODES, "STATUS_CODE_", "code")
             ),
-            _get(status, "message") or None,
+            _text(status, "message", None, "status.message") or None,
             *contract_values(kind_name, read),
         )
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 import orjson
 import otlp_samples as s
@@ -207,3 +209,67 @@ def test_an_attribute_key_that_is_not_utf8_is_a_decode_error_not_a_crash() -> No
     corrupted = body.replace(b"session.id", b"\xff" * len(b"session.id"))  # same length: valid wire format
     with pytest.raises(OtlpDecodeError):
         decode_protobuf(corrupted)
+
+
+def full_json() -> dict:
+    """The full sample request in OTLP/JSON: one span with an event, a link and a status."""
+    return s.to_otlp_json(s.full_request())
+
+
+def _at(document: dict, path: str) -> tuple[dict, str]:
+    """The object holding the last key of `path` (dots; [n] picks a list item) and that key."""
+    *parents, last = path.split(".")
+    node: Any = document
+    for part in parents:
+        name, _, index = part.partition("[")
+        node = node[name]
+        if index:
+            node = node[int(index.rstrip("]"))]
+    return node, last
+
+
+SPAN = "resourceSpans[0].scopeSpans[0].spans[0]"
+TYPED_FIELDS = {  # path -> the name the error message must give
+    f"{SPAN}.name": "name", f"{SPAN}.traceState": "traceState", f"{SPAN}.status.message": "status.message",
+    f"{SPAN}.events[0].name": "event name", f"{SPAN}.links[0].traceState": "link traceState",
+    "resourceSpans[0].scopeSpans[0].scope.name": "scope.name",
+    "resourceSpans[0].scopeSpans[0].scope.version": "scope.version",
+    "resourceSpans[0].schemaUrl": "resourceSpans.schemaUrl",
+    "resourceSpans[0].scopeSpans[0].schemaUrl": "scopeSpans.schemaUrl",
+    f"{SPAN}.attributes[0].value.stringValue": "stringValue",
+}
+COUNT_FIELDS = {
+    f"{SPAN}.flags": "flags", f"{SPAN}.links[0].flags": "link flags",
+    f"{SPAN}.droppedAttributesCount": "droppedAttributesCount",
+    f"{SPAN}.droppedEventsCount": "droppedEventsCount", f"{SPAN}.droppedLinksCount": "droppedLinksCount",
+    f"{SPAN}.events[0].droppedAttributesCount": "droppedAttributesCount",
+    "resourceSpans[0].resource.droppedAttributesCount": "droppedAttributesCount",
+}
+
+
+@pytest.mark.parametrize("path", [*TYPED_FIELDS, *COUNT_FIELDS])
+def test_json_of_the_wrong_type_or_range_is_refused_naming_the_field(path: str) -> None:
+    """Each was an ArrowTypeError or an OverflowError (HTTP 500) before; all must be 400s that say why."""
+    name = TYPED_FIELDS.get(path) or COUNT_FIELDS[path]
+    bad_values = [5, True, ["x"], {"x": 1}] if path in TYPED_FIELDS else [2**64, str(2**63), -1, "x", [1]]
+    for bad in bad_values:
+        document = full_json()
+        parent, key = _at(document, path)
+        assert key in parent, path  # the sample sets every field tested
+        parent[key] = bad
+        with pytest.raises(OtlpDecodeError, match=re.escape(name)):
+            decode_json(json.dumps(document))  # the stdlib writes integers past 64 bits
+
+
+@pytest.mark.parametrize(
+    ("value", "name"),
+    [({"boolValue": "yes"}, "boolValue"), ({"intValue": str(2**64)}, "intValue"),
+     ({"doubleValue": [1]}, "doubleValue"), ({"arrayValue": {"values": 5}}, "arrayValue"),
+     ({"kvlistValue": []}, "kvlistValue")],
+)
+def test_json_attribute_values_of_the_wrong_type_are_refused(value: dict, name: str) -> None:
+    document = full_json()
+    parent, _ = _at(document, f"{SPAN}.attributes[0].value")
+    parent["value"] = value
+    with pytest.raises(OtlpDecodeError, match=name):
+        decode_json(orjson.dumps(document))
