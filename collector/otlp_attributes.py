@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import threading
 from collections import Counter
 from collections.abc import Iterable
 from operator import itemgetter
@@ -21,9 +22,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from turnlens.collector.otlp_rows import READ_KEYS, OtlpDecodeError
 
 _DOUBLE: Final = struct.Struct("<d")
-_CACHE_LIMIT: Final = 100_000  # distinct serialized KeyValues remembered (~30 MB at worst)
-
-
+CACHE_BYTES: Final = 32 * 1024 * 1024  # serialized KeyValues and their fragments remembered, at most
+LARGEST_CACHED: Final = 2048  # a longer KeyValue (and its fragment) is converted each time: it rarely repeats
+_KEY_CACHE_LIMIT: Final = 20_000  # distinct key headers remembered (each under 140 bytes of key)
 
 def any_value_to_python(value: AnyValue) -> Any:
     """An OTLP AnyValue as a JSON-ready Python value (bytes as base64, kvlists as objects)."""
@@ -42,6 +43,8 @@ def any_value_to_python(value: AnyValue) -> Any:
 # A cached KeyValue: its `"key":value` JSON fragment, and (key, value) when the collector reads it.
 Entry = tuple[str, tuple[str, Any] | None]
 kv_cache: dict[bytes, Entry] = {}
+_cached_bytes = 0  # of kv_cache's keys and fragments
+_cache_lock = threading.Lock()
 # The bytes before a short KeyValue's value, 0x0a <key length> key 0x12 <value length> <value tag>,
 # → ('"key":', key, read, size of the whole KeyValue, position of the value's payload).
 _Header = tuple[str, str, bool, int, int]
@@ -99,10 +102,28 @@ def kv_entry(raw: bytes) -> Entry:
     else:
         key = header[1]
     if key not in volatility.volatile and volatility.cacheable(key):  # skips a call for ids and clocks
-        if len(kv_cache) >= _CACHE_LIMIT:
-            kv_cache.clear()
-        kv_cache[raw] = entry
+        _remember(raw, entry)
     return entry
+
+
+def _remember(raw: bytes, entry: Entry) -> None:
+    """Caches a small entry; when the cache would pass CACHE_BYTES it starts over (cheaper than an LRU
+    on the hot path, and the values that repeat are back within a request or two)."""
+    global _cached_bytes
+    size = len(raw) + len(entry[0])
+    if size > LARGEST_CACHED:
+        return
+    with _cache_lock:
+        if _cached_bytes + size > CACHE_BYTES:
+            kv_cache.clear()
+            _cached_bytes = 0
+        kv_cache[raw] = entry
+        _cached_bytes += size
+
+
+def cached_bytes() -> int:
+    """Bytes the KeyValue cache holds now (keys and fragments), for tests and the collector's stats."""
+    return _cached_bytes
 
 
 def _header(raw: bytes) -> _Header | None:
@@ -117,7 +138,7 @@ def _header(raw: bytes) -> _Header | None:
     except UnicodeDecodeError:
         return None  # the parsed path says why
     header = (_json_string(key) + ":", key, key in READ_KEYS, p + 2 + raw[p + 1], p + 3)
-    if len(key_cache) < _CACHE_LIMIT:
+    if len(key_cache) < _KEY_CACHE_LIMIT:
         key_cache[raw[: p + 3]] = header
     return header
 

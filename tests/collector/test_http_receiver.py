@@ -369,3 +369,24 @@ def test_a_token_no_header_can_carry_stops_start_up_with_a_clear_message(tmp_pat
     )
     assert done.returncode == 2
     assert "--token must be visible ASCII" in done.stderr
+
+
+@pytest.mark.slow
+def test_distinct_large_attribute_values_do_not_pile_up_in_memory(collector: s.CollectorProcess) -> None:
+    """Each request a new 256 KiB resource attribute: nothing of it may stay once the request is answered."""
+
+    def send_large(i: int) -> None:
+        request = s.simple_request(1, seed=600_000 + i)
+        value = f"{i:08d}" + "x" * (256 * 1024)
+        request.resource_spans[0].resource.attributes.append(s.kv("big.value", value))
+        status, _, body = send(collector, request.SerializeToString())
+        assert status == 200, body
+
+    process = psutil.Process(collector.proc.pid)
+    for i in range(20):  # allocator warm-up
+        send_large(i)
+    before = process.memory_info().rss
+    for i in range(20, 160):
+        send_large(i)
+    grown = process.memory_info().rss - before
+    assert grown < 32 * 1024 * 1024, f"RSS grew by {grown / 2**20:.0f} MiB over 140 requests of 256 KiB"
