@@ -163,7 +163,7 @@ def _kv_entry_short(raw: bytes, header: _Header) -> Entry | None:
         except DecodeError:
             return None  # the parsed path says why
         return key_fragment + str(value), (key, value) if read else None
-    if tag == 0x10 and size == at + 1:  # bool_value
+    if tag == 0x10 and size == at + 1 and raw[at] < 0x80:  # bool_value; 0x80 up: a varint cut short
         value = raw[at] != 0
         return key_fragment + ("true" if value else "false"), (key, value) if read else None
     if tag == 0x21 and size == at + _FIXED64:  # double_value (fixed64)
@@ -193,3 +193,14 @@ def raw_attributes(raws: Iterable[bytes]) -> tuple[str, dict[str, Any]]:
 def cached_kv_entry(raw: bytes) -> Entry:
     """A KeyValue's entry, from the cache when it was seen before (the compiled walker's hook)."""
     return kv_cache.get(raw) or kv_entry(raw)
+
+
+def check_attributes(raws: Iterable[bytes]) -> None:
+    """Raises OtlpDecodeError unless every serialized KeyValue is well formed.
+
+    A rejected span's attributes are never converted, but protobuf would parse them: a malformed one
+    makes the whole request malformed (400), not a partial success.
+    """
+    get = kv_cache.get
+    for raw in raws:
+        get(raw) or kv_entry(raw)

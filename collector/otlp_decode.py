@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any, Final
 
 import pyarrow as pa
-from turnlens.collector.otlp_attributes import cached_kv_entry, raw_attributes
+from turnlens.collector.otlp_attributes import cached_kv_entry, check_attributes, raw_attributes
 from turnlens.collector.otlp_json import decode_json, decode_json_document
 from turnlens.collector.otlp_reference import decode_protobuf_reference
 from turnlens.collector.otlp_rows import (
@@ -117,6 +117,7 @@ def _context(
 
 _WIRE_HOOKS: Final = (
     cached_kv_entry, contract_values, as_int, _span_problem, _link_problem, _resource_values, _context,
+    check_attributes,
 )
 if frozenset(_otlp_wire.READ_KEYS) != READ_KEYS:
     raise ImportError("_otlp_wire.READ_KEYS differs from otlp_rows.READ_KEYS: rebuild it")

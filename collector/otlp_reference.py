@@ -15,7 +15,13 @@ from typing import Any, Final
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 from turnlens.collector import contract
-from turnlens.collector.otlp_attributes import fragment_of, kv_cache, kv_entry, raw_attributes
+from turnlens.collector.otlp_attributes import (
+    check_attributes,
+    fragment_of,
+    kv_cache,
+    kv_entry,
+    raw_attributes,
+)
 from turnlens.collector.otlp_rows import (
     INT64_MAX,
     DecodeResult,
@@ -147,6 +153,7 @@ def _add_protobuf_spans(rows: Rows, spans: Iterable[Any], received: int) -> None
             len(trace_id) != 16 or len(span_id) != 8 or (parent and len(parent) != 8)
             or end > INT64_MAX or start > INT64_MAX or trace_id == zero_trace or span_id == zero_span
         ):
+            check_attributes(_all_attributes(span))
             rows.reject(
                 id_problem("trace_id", trace_id, 16) or id_problem("span_id", span_id, 8)
                 or id_problem("parent_span_id", parent, 8, optional=True)
@@ -161,6 +168,7 @@ def _add_protobuf_spans(rows: Rows, spans: Iterable[Any], received: int) -> None
                     "link span_id", link.span_id, 8
                 )
             if problem:
+                check_attributes(_all_attributes(span))
                 rows.reject(problem)
                 continue
         before = len(event_times)
@@ -184,6 +192,7 @@ def _add_protobuf_spans(rows: Rows, spans: Iterable[Any], received: int) -> None
         if latest_event > INT64_MAX:
             for column in event_columns:
                 del column[before:]
+            check_attributes(_all_attributes(span))
             rows.reject("event timestamp outside the int64 range")
             continue
         entries = [get(raw) or kv_entry(raw) for raw in span.attributes]
@@ -212,3 +221,13 @@ def _add_protobuf_spans(rows: Rows, spans: Iterable[Any], received: int) -> None
                 )
             )
         link_offsets.append(link_offsets[-1] + len(links))
+
+
+def _all_attributes(span: Any) -> list[bytes]:
+    """A span's serialized KeyValues: its own, then each event's, then each link's (the walker's order)."""
+    raws = list(span.attributes)
+    for event in span.events:
+        raws += event.attributes
+    for link in span.links:
+        raws += link.attributes
+    return raws
