@@ -8,6 +8,8 @@ exhaust memory.
 
 from __future__ import annotations
 
+import io
+import re
 import socket
 import sys
 import threading
@@ -17,7 +19,7 @@ import zlib
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NoReturn, cast
 
 from turnlens.collector import receiver as rx
 from turnlens.collector.otlp_decode import OtlpDecodeError
@@ -30,6 +32,9 @@ JSON_TYPE = "application/json"
 READ_PIECE = 1024 * 1024
 DRAIN_LIMIT = 64 * 1024 * 1024  # after an early refusal, read and discard up to this much of the body
 IDLE_TIMEOUT_S = 120.0  # a keep-alive connection with no request for this long is closed
+MAX_TRAILERS = 64  # trailer lines after a chunked body
+_DIGITS = re.compile(r"[0-9]+")
+_HEX = re.compile(rb"[0-9A-Fa-f]+")
 
 
 class HttpError(Exception):
@@ -91,7 +96,8 @@ class OtlpHandler(BaseHTTPRequestHandler):
     sys_version = ""
     timeout = IDLE_TIMEOUT_S
     server: OtlpHttpServer
-    _unread = 0  # bytes of the current request's body not read yet; -1: unknown
+    _unread = 0  # bytes of the current request's body not read yet; -1: unknown (close after answering)
+    _deadline = 0.0  # time.monotonic() by which the current request's body must have arrived
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
         """Quiet: one line per request would cost more than the request at full load."""
@@ -101,22 +107,60 @@ class OtlpHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.server.begin()
         try:
-            self._unread = self._body_length()
-            self._post()
+            self._deadline = time.monotonic() + self.server.receiver.read_timeout_s
+            try:
+                chunked, length = self._framing()
+            except HttpError as exc:
+                self._unread = -1
+                self.server.receiver.stats.count(str(exc.status))
+                self._send_error(exc)
+                return
+            self._unread = -1 if chunked else length or 0
+            self._post(chunked, length)
         finally:
             self.server.end()
+            if not self.close_connection:
+                self.connection.settimeout(self.timeout)  # keep-alive: the idle timeout again
 
-    def _body_length(self) -> int:
-        """Bytes of body still to read: -1 when unknown (chunked, or a malformed length)."""
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            return -1
-        length = self.headers.get("Content-Length")
-        if length is None:
-            return 0
-        return int(length) if length.strip().isdigit() else -1
+    def _framing(self) -> tuple[bool, int | None]:
+        """(chunked, Content-Length or None) of the request; HttpError for framing that cannot be trusted.
+
+        A length is digits only (int() would take "1_0", "+10" or " 10 "), several Content-Length
+        values must agree, and chunked is the only transfer coding: anything looser lets a proxy in front
+        and the collector disagree on where a request ends.
+        """
+        codings = [
+            coding.strip().lower()
+            for value in self.headers.get_all("Transfer-Encoding") or []
+            for coding in value.split(",")
+            if coding.strip()
+        ]
+        declared = self.headers.get_all("Content-Length") or []
+        lengths = {part.strip() for value in declared for part in value.split(",")}
+        if codings:
+            if codings != ["chunked"]:
+                unsupported = ", ".join(codings)[:80]
+                message = f"unsupported Transfer-Encoding {unsupported!r}; use chunked"
+                raise HttpError(501, rx.UNIMPLEMENTED, message)
+            if lengths:
+                raise HttpError(400, rx.INVALID_ARGUMENT, "both Transfer-Encoding and Content-Length")
+            return True, None
+        if not lengths:
+            return False, None
+        if len(lengths) > 1:
+            raise HttpError(400, rx.INVALID_ARGUMENT, "conflicting Content-Length values")
+        [length] = lengths
+        if not _DIGITS.fullmatch(length):
+            raise HttpError(400, rx.INVALID_ARGUMENT, f"malformed Content-Length {length[:40]!r}")
+        return False, int(length)
 
     def _refuse_method(self) -> None:
-        self._unread = self._body_length()
+        self._deadline = time.monotonic() + self.server.receiver.read_timeout_s
+        try:
+            chunked, length = self._framing()
+            self._unread = -1 if chunked else length or 0
+        except HttpError:
+            self._unread = -1
         path = self.path.split("?", 1)[0]
         if path == TRACES_PATH or path in OTHER_SIGNALS:
             self._send_error(HttpError(405, rx.UNIMPLEMENTED, f"{self.command} is not allowed; use POST"))
@@ -128,9 +172,21 @@ class OtlpHandler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._refuse_method()
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals (a malformed request line, too many or too long headers, a
+        method no do_* handles) answered like every other error: a google.rpc.Status, not an HTML page.
+        A method the server does not know is a 405 with Allow, as for the methods it knows."""
+        self._unread = -1  # the request was not understood: nothing says where it ends
+        command = getattr(self, "command", None)
+        if code == HTTPStatus.NOT_IMPLEMENTED and command and not hasattr(self, "do_" + command):
+            self._send_error(HttpError(405, rx.UNIMPLEMENTED, f"{command[:40]} is not allowed; use POST"))
+            return
+        rpc_code = rx.UNIMPLEMENTED if code == HTTPStatus.NOT_IMPLEMENTED else rx.INVALID_ARGUMENT
+        self._send_error(HttpError(code, rpc_code, message or HTTPStatus(code).phrase))
+
     # --- POST -----------------------------------------------------------------------------------
 
-    def _post(self) -> None:
+    def _post(self, chunked: bool, length: int | None) -> None:
         receiver = self.server.receiver
         json = self._is_json()
         try:
@@ -148,8 +204,9 @@ class OtlpHandler(BaseHTTPRequestHandler):
                 )
             if receiver.stopping.is_set():
                 raise HttpError(503, rx.UNAVAILABLE, "the collector is shutting down", 1.0)
+            receiver.budget.admit()
             with receiver.budget.hold() as reservation:
-                body = self._read_body(reservation, receiver.max_request_bytes)
+                body = self._read_body(reservation, receiver.max_request_bytes, chunked, length)
                 if path in OTHER_SIGNALS:
                     response = rx.other_signal_response(OTHER_SIGNALS[path], body, json=json)
                 else:
@@ -181,53 +238,84 @@ class OtlpHandler(BaseHTTPRequestHandler):
         self._send(200, response, json=json)
 
     def _media_type(self) -> str:
-        return (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        headers = getattr(self, "headers", None)  # unset when the request line itself was refused
+        return ((headers and headers.get("Content-Type")) or "").split(";", 1)[0].strip().lower()
 
     def _is_json(self) -> bool:
         return self._media_type() == JSON_TYPE
 
-    def _read_body(self, reservation: Reservation, limit: int) -> bytes:
-        """The request body, decompressed, at most `limit` bytes (413 past it)."""
+    def _read_body(self, reservation: Reservation, limit: int, chunked: bool, length: int | None) -> bytes:
+        """The request body, decompressed, at most `limit` bytes (413 past it).
+
+        Memory is reserved from the in-flight budget as bytes actually arrive (and as they inflate), never
+        from what a header announces: a client announcing 64 MiB and sending a byte a second holds a
+        byte, not the budget. The whole body must arrive before the read deadline (408 after it).
+        """
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
         if encoding not in ("identity", "gzip", "x-gzip"):
             self.close_connection = True
             raise HttpError(415, rx.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}; use gzip")
-        chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
-        length_header = self.headers.get("Content-Length")
-        if not chunked:
-            if length_header is None:
+        if chunked:
+            pieces = self._chunked_pieces(limit)
+        else:
+            if length is None:
                 self.close_connection = True
                 raise HttpError(411, rx.INVALID_ARGUMENT, "Content-Length is required")
-            try:
-                length = int(length_header)
-            except ValueError:
-                self.close_connection = True
-                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed Content-Length") from None
-            if length < 0:
-                self.close_connection = True
-                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed Content-Length")
             if length > limit:
                 self._drain(length)
                 raise HttpError(413, rx.RESOURCE_EXHAUSTED, f"request of {length} bytes exceeds {limit}")
-            self._reserve(reservation, length if encoding == "identity" else 0, length)
             pieces = self._pieces(length)
-        else:
-            pieces = self._chunked_pieces(limit)
         if encoding == "identity":
-            return self._collect(pieces, reservation, limit, grow=chunked)
+            return self._collect(pieces, reservation, limit)
         return self._gunzip(pieces, reservation, limit)
 
-    def _reserve(self, reservation: Reservation, n: int, unread: int) -> None:
+    # --- reading against the deadline -----------------------------------------------------------
+
+    def _read_some(self, n: int) -> bytes:
+        """Up to `n` bytes of the body as soon as any arrive (b"" at the end of the stream); 408 past the
+        request's deadline, however slowly the bytes trickle in."""
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            self._timed_out()
+        self.connection.settimeout(remaining)
         try:
-            reservation.grow(n)
-        except Overloaded:
-            self._drain(unread)
-            raise
+            return self.rfile.read1(n)
+        except TimeoutError:
+            self._timed_out()
+
+    def _read_line(self, limit: int = 1024) -> bytes:
+        """One line of a chunked body (a chunk size, its CRLF, a trailer), against the deadline too."""
+        line = bytearray()
+        while True:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                self._timed_out()
+            self.connection.settimeout(remaining)
+            try:
+                buffered = cast(io.BufferedReader, self.rfile).peek(1)  # what has arrived (one socket read)
+            except TimeoutError:
+                self._timed_out()
+            if not buffered:
+                self.close_connection = True
+                raise HttpError(400, rx.INVALID_ARGUMENT, "the body ended inside a chunk")
+            room = limit + 1 - len(line)
+            newline = buffered.find(b"\n", 0, room)
+            line += self.rfile.read(newline + 1 if newline >= 0 else min(len(buffered), room))
+            if newline >= 0:
+                return bytes(line)
+            if len(line) > limit:
+                self.close_connection = True
+                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed chunked body: a line too long")
+
+    def _timed_out(self) -> NoReturn:
+        self._unread = -1  # the rest is not read: the connection closes after the answer
+        timeout = self.server.receiver.read_timeout_s
+        raise HttpError(408, rx.DEADLINE_EXCEEDED, f"the request did not arrive within {timeout:g} s")
 
     def _pieces(self, length: int) -> Iterator[bytes]:
         remaining = length
         while remaining > 0:
-            piece = self.rfile.read(min(READ_PIECE, remaining))
+            piece = self._read_some(min(READ_PIECE, remaining))
             if not piece:
                 self.close_connection = True
                 raise HttpError(400, rx.INVALID_ARGUMENT, "the body ended before Content-Length bytes")
@@ -239,37 +327,39 @@ class OtlpHandler(BaseHTTPRequestHandler):
         """A chunked body; one refused midway is not drained (length unknown): the connection closes."""
         total = 0
         while True:
-            line = self.rfile.readline(1024)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
+            size_text = self._read_line().split(b";", 1)[0].strip(b" \t\r\n")
+            if not _HEX.fullmatch(size_text):
                 self.close_connection = True
-                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed chunked body") from None
+                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed chunked body: a chunk size is not hex")
+            size = int(size_text, 16)
             if size == 0:
-                while self.rfile.readline(1024).strip():  # trailers
-                    pass
-                self._unread = 0
-                return
+                for _ in range(MAX_TRAILERS):
+                    if not self._read_line().strip():
+                        self._unread = 0
+                        return
+                self.close_connection = True
+                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed chunked body: too many trailers")
             total += size
             if total > limit * 2:  # compressed bodies only shrink... unless hostile; stop reading
                 self.close_connection = True
                 raise HttpError(413, rx.RESOURCE_EXHAUSTED, f"request exceeds {limit} bytes")
             remaining = size
             while remaining > 0:
-                piece = self.rfile.read(min(READ_PIECE, remaining))
+                piece = self._read_some(min(READ_PIECE, remaining))
                 if not piece:
                     self.close_connection = True
                     raise HttpError(400, rx.INVALID_ARGUMENT, "the body ended inside a chunk")
                 remaining -= len(piece)
                 yield piece
-            self.rfile.readline(16)
+            if self._read_line(2).rstrip(b"\r\n"):
+                self.close_connection = True
+                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed chunked body: no CRLF after a chunk")
 
-    def _collect(self, pieces: Iterator[bytes], reservation: Reservation, limit: int, *, grow: bool) -> bytes:
+    def _collect(self, pieces: Iterator[bytes], reservation: Reservation, limit: int) -> bytes:
         body = bytearray()
         for piece in pieces:
             body += piece
-            if grow:
-                self._grow_or_drop(reservation, len(piece))
+            self._grow_or_drop(reservation, len(piece))
             if len(body) > limit:
                 self._drop_rest()
                 raise HttpError(413, rx.RESOURCE_EXHAUSTED, f"request exceeds {limit} bytes")
@@ -327,15 +417,20 @@ class OtlpHandler(BaseHTTPRequestHandler):
             self._drain(self._unread)
 
     def _drain(self, n: int) -> None:
-        """Reads and discards the rest of a refused body so the client sees the answer, not a reset."""
+        """Reads and discards the rest of a refused body so the client sees the answer, not a reset;
+        a body too large, or too slow to arrive before the deadline, closes the connection instead."""
         if n > DRAIN_LIMIT:
             self.close_connection = True
             return
-        while n > 0:
-            piece = self.rfile.read(min(READ_PIECE, n))
-            if not piece:
-                break
-            n -= len(piece)
+        try:
+            while n > 0:
+                piece = self._read_some(min(READ_PIECE, n))
+                if not piece:
+                    break
+                n -= len(piece)
+        except HttpError:
+            self.close_connection = True
+            return
         self._unread = 0
 
     # --- answers --------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ class CollectorSettings:
     materialize_interval: str = "1m"  # how often the per-turn views' snapshot is refreshed; "off" never
     materialize_margin: str = "10s"  # a snapshot covers spans received up to this long before it starts
     shutdown_grace: str = "10s"  # on SIGTERM, how long in-flight requests may take to finish
+    read_timeout: str = "30s"  # a request's body must have arrived this long after its headers; else 408
 
     @property
     def retention_s(self) -> float | None:
@@ -56,6 +57,10 @@ class CollectorSettings:
     def shutdown_grace_s(self) -> float:
         return parse_duration(self.shutdown_grace)
 
+    @property
+    def read_timeout_s(self) -> float:
+        return parse_duration(self.read_timeout)
+
 
 HELP = {
     "store": "store directory (segments and the DuckDB catalog)",
@@ -69,6 +74,7 @@ HELP = {
     "materialize_interval": "how often the snapshot of the per-turn views is refreshed (e.g. 1m), or 'off'",
     "materialize_margin": "a snapshot covers the spans received up to this long before it starts (e.g. 10s)",
     "shutdown_grace": "on SIGTERM, how long in-flight requests may take before the store is flushed",
+    "read_timeout": "how long a request body may take to arrive after its headers (e.g. 30s); slower: 408",
 }
 
 
@@ -119,7 +125,7 @@ def resolve(
             "HTTP headers and gRPC metadata cannot carry anything else"
         )
     for name in ("retention_s", "compact_interval_s", "materialize_interval_s", "materialize_margin_s",
-                 "shutdown_grace_s"):
+                 "shutdown_grace_s", "read_timeout_s"):
         getattr(settings, name)  # a malformed duration fails here, at start-up
     return settings
 

@@ -120,15 +120,14 @@ def test_too_large_is_resource_exhausted(channel: grpc.Channel, compression: grp
 def test_overload_is_unavailable_with_retry_info(
     collector: s.CollectorProcess, channel: grpc.Channel
 ) -> None:
-    """An OTLP/HTTP request still arriving holds the in-flight budget, which gRPC shares."""
+    """The bytes an OTLP/HTTP request still arriving has sent hold the in-flight budget, which gRPC shares."""
     size = 300 * 1024
     host, port = collector.http.split(":")
     sock = socket.create_connection((host, int(port)))
     sock.sendall(
         f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {size}\r\n\r\n".encode()
+        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {size}\r\n\r\n".encode() + bytes(size - 1)
     )
-    time.sleep(1.0)  # no request of ours may be in flight while it reserves, or it is refused instead
     deadline = time.monotonic() + 10
     try:
         with pytest.raises(grpc.RpcError) as caught:

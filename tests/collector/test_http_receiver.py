@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 TOKEN = "s3cret-token"
 LIMIT = 1024 * 1024  # --max-request-bytes for this module's collector
 INFLIGHT = 256 * 1024  # --max-inflight-bytes
+READ_TIMEOUT_S = 3  # --read-timeout
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,7 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s.CollectorP
     process = s.CollectorProcess(
         tmp_path_factory.mktemp("http") / "store",
         "--token", TOKEN, "--max-request-bytes", str(LIMIT), "--max-inflight-bytes", str(INFLIGHT),
+        "--read-timeout", f"{READ_TIMEOUT_S}s",
     ).start()
     yield process
     assert process.stop() == 0, process.output()
@@ -278,25 +280,24 @@ def test_logs_and_metrics_are_answered_with_everything_rejected(collector: s.Col
     assert orjson.loads(body)["partialSuccess"]["rejectedDataPoints"] == "2"
 
 
-def hold_a_request_open(collector: s.CollectorProcess, size: int) -> socket.socket:
-    """Starts a request whose body is still arriving, so its bytes stay reserved."""
+def hold_a_request_open(collector: s.CollectorProcess, body: bytes) -> socket.socket:
+    """Sends all of a request but its last byte, so the bytes it sent stay held (and reserved)."""
     host, port = collector.http.split(":")
     sock = socket.create_connection((host, int(port)))
     head = (
         f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {size}\r\n\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(body)}\r\n\r\n"
     )
-    sock.sendall(head.encode())
+    sock.sendall(head.encode() + body[:-1])
     return sock
 
 
 def test_past_the_in_flight_budget_it_answers_429_with_retry_after(collector: s.CollectorProcess) -> None:
     held_request = s.simple_request(3000, seed=31337).SerializeToString()
     assert INFLIGHT < len(held_request) < LIMIT
-    sock = hold_a_request_open(collector, len(held_request))
+    sock = hold_a_request_open(collector, held_request)
     try:
-        time.sleep(1.0)  # no request of ours may be in flight while it reserves, or it is refused instead
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + READ_TIMEOUT_S - 1
         seed = 31338
         while True:  # until the collector has read the held request's headers and reserved its bytes
             seed += 1
@@ -306,7 +307,7 @@ def test_past_the_in_flight_budget_it_answers_429_with_retry_after(collector: s.
             time.sleep(0.05)
         assert status == 429
         assert int(headers["retry-after"]) >= 1
-        sock.sendall(held_request)
+        sock.sendall(held_request[-1:])
         answer = sock.recv(65536)
         assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
     finally:
@@ -390,3 +391,104 @@ def test_distinct_large_attribute_values_do_not_pile_up_in_memory(collector: s.C
         send_large(i)
     grown = process.memory_info().rss - before
     assert grown < 32 * 1024 * 1024, f"RSS grew by {grown / 2**20:.0f} MiB over 140 requests of 256 KiB"
+
+
+def test_slow_connections_announcing_large_bodies_do_not_starve_other_clients(
+    collector: s.CollectorProcess,
+) -> None:
+    """The budget holds the bytes a request has sent, not the ones its Content-Length announces."""
+    import grpc
+
+    host, port = collector.http.split(":")
+    slow = []
+    for _ in range(2):
+        sock = socket.create_connection((host, int(port)))
+        sock.sendall(
+            f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            f"Authorization: Bearer {TOKEN}\r\nContent-Length: {LIMIT}\r\n\r\n\x0a".encode()
+        )
+        slow.append(sock)
+    try:
+        time.sleep(0.5)  # the collector has read the headers and the byte
+        request = s.simple_request(2, seed=9900)
+        status, _, body = send(collector, request.SerializeToString())
+        assert status == 200, body
+        with grpc.insecure_channel(collector.grpc) as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            export(s.simple_request(2, seed=9901).SerializeToString(),
+                   metadata=[("authorization", f"Bearer {TOKEN}")], timeout=10)
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+def test_a_body_slower_than_the_read_timeout_gets_408_and_the_connection_closes(
+    collector: s.CollectorProcess,
+) -> None:
+    host, port = collector.http.split(":")
+    sock = socket.create_connection((host, int(port)), timeout=READ_TIMEOUT_S + 10)
+    started = time.monotonic()
+    try:
+        sock.sendall(
+            f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            f"Authorization: Bearer {TOKEN}\r\nContent-Length: 1000\r\n\r\n".encode()
+        )
+        for _ in range(int(READ_TIMEOUT_S * 4)):  # a byte every 0.25 s: each read gets something
+            sock.sendall(b"\x0a")
+            time.sleep(0.25)
+        answer = b""
+        while chunk := sock.recv(65536):  # until the collector closes the connection
+            answer += chunk
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:100]
+    assert b"did not arrive within" in answer
+    assert time.monotonic() - started < READ_TIMEOUT_S + 5
+    still_serving(collector)
+
+
+def exchange(collector: s.CollectorProcess, raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Sends raw bytes as one request; (status, headers, body) of the answer."""
+    import http.client
+
+    host, port = collector.http.split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(raw)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+
+
+def raw_request(*headers: str, body: bytes = b"") -> bytes:
+    lines = ["POST /v1/traces HTTP/1.1", "Host: x", "Content-Type: application/x-protobuf",
+             f"Authorization: Bearer {TOKEN}", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+CHUNKED = "Transfer-Encoding: chunked"
+FRAMING = [
+    ("unknown method", b"BREW /v1/traces HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+    ("Content-Length with an underscore", raw_request("Content-Length: 1_0", body=b"\x0a" * 10), 400),
+    ("Content-Length with a sign", raw_request("Content-Length: +10", body=b"\x0a" * 10), 400),
+    ("two different Content-Lengths", raw_request("Content-Length: 2", "Content-Length: 3", body=b"\x0a\x00"),
+     400),
+    ("a negative chunk size", raw_request(CHUNKED, body=b"-5\r\nabcde\r\n0\r\n\r\n"), 400),
+    ("a 0x chunk size", raw_request(CHUNKED, body=b"0x2\r\n\x0a\x00\r\n0\r\n\r\n"), 400),
+    ("a chunk without its CRLF", raw_request(CHUNKED, body=b"2\r\n\x0a\x00XX0\r\n\r\n"), 400),
+    ("an unknown transfer coding", raw_request("Transfer-Encoding: gzip, chunked", body=b"0\r\n\r\n"), 501),
+    ("chunked and a Content-Length", raw_request(CHUNKED, "Content-Length: 5", body=b"0\r\n\r\n"), 400),
+    ("too many headers", raw_request(*[f"X-{i}: y" for i in range(150)], "Content-Length: 0"), 431),
+]
+
+
+@pytest.mark.parametrize(("what", "raw", "expected"), FRAMING, ids=[case[0] for case in FRAMING])
+def test_malformed_framing_is_refused_with_a_status_body(
+    collector: s.CollectorProcess, what: str, raw: bytes, expected: int
+) -> None:
+    status, headers, body = exchange(collector, raw)
+    assert status == expected, (what, body[:200])
+    assert headers["content-type"] in ("application/x-protobuf", "application/json"), body[:200]
+    assert b"<html" not in body.lower()
+    if expected == 405:
+        assert headers["allow"] == "POST"
+    still_serving(collector)
