@@ -98,6 +98,7 @@ class _Export:
             self.receive_slots.release()
         if request is None or next(requests, None) is not None:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Export takes exactly one request message")
+            raise AssertionError("unreachable: context.abort raises")
         return request
 
 
