@@ -28,7 +28,7 @@ class CollectorSettings:
     token: str | None = None  # when set, every request needs `Authorization: Bearer <token>`
     max_request_bytes: int = 64 * MIB  # one request, after decompression; larger ones get 413
     max_inflight_bytes: int = 128 * MIB  # request bodies being decoded at once; past it, 429
-    retention: str | None = None  # e.g. 30d: drop date partitions older than this
+    retention: str | None = None  # e.g. 30d: drop the days of data received longer ago than this
     compact_interval: str = "5m"  # how often the collector compacts small segments
     materialize_interval: str = "1m"  # how often the per-turn views' snapshot is refreshed; "off" never
     materialize_margin: str = "10s"  # a snapshot covers spans received up to this long before it starts
@@ -69,7 +69,7 @@ HELP = {
     "token": "require 'Authorization: Bearer TOKEN' on every request",
     "max_request_bytes": "largest request accepted, in bytes after decompression (413 / RESOURCE_EXHAUSTED)",
     "max_inflight_bytes": "bytes of requests decoded at once before answering 429 / UNAVAILABLE",
-    "retention": "drop data older than this (e.g. 30d); unset keeps everything",
+    "retention": "drop data received longer ago than this (e.g. 30d); unset keeps everything",
     "compact_interval": "how often small segments are merged (e.g. 5m)",
     "materialize_interval": "how often the snapshot of the per-turn views is refreshed (e.g. 1m), or 'off'",
     "materialize_margin": "a snapshot covers the spans received up to this long before it starts (e.g. 10s)",

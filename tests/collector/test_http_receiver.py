@@ -492,3 +492,19 @@ def test_malformed_framing_is_refused_with_a_status_body(
     if expected == 405:
         assert headers["allow"] == "POST"
     still_serving(collector)
+
+
+def test_spans_on_thousands_of_start_days_make_one_partition(collector: s.CollectorProcess) -> None:
+    """Partitions are days of receipt: a sender's clock cannot make a request write a file per day."""
+    request = s.simple_request(2000, seed=12_000)
+    for day, span in enumerate(request.resource_spans[0].scope_spans[0].spans):
+        span.start_time_unix_nano = day * 86_400 * 10**9 + 1
+        span.end_time_unix_nano = span.start_time_unix_nano + 1000
+    partitions_before = set((Path(collector.store) / "segments").glob("date=*"))
+    started = time.monotonic()
+    status, _, body = send(collector, request.SerializeToString())
+    assert status == 200, body
+    assert time.monotonic() - started < 5
+    created = set((Path(collector.store) / "segments").glob("date=*")) - partitions_before
+    assert len(created) <= 1  # today's, unless an earlier test made it already
+    assert stored(collector, s.span_ids(request)) == 2000
