@@ -105,6 +105,8 @@ class OtlpHandler(BaseHTTPRequestHandler):
     # --- methods --------------------------------------------------------------------------------
 
     def do_POST(self) -> None:
+        if not self._version_supported():
+            return
         self.server.begin()
         try:
             self._deadline = time.monotonic() + self.server.receiver.read_timeout_s
@@ -154,7 +156,18 @@ class OtlpHandler(BaseHTTPRequestHandler):
             raise HttpError(400, rx.INVALID_ARGUMENT, f"malformed Content-Length {length[:40]!r}")
         return False, int(length)
 
+    def _version_supported(self) -> bool:
+        """HTTP/1.0 and 1.1 only; the standard library also lets "HTTP/0.9" (and no version) through, and
+        answers those without a status line, which no OTLP client can read."""
+        if self.request_version in ("HTTP/1.0", "HTTP/1.1"):
+            return True
+        version = self.request_version[:20]
+        self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, f"unsupported HTTP version {version!r}")
+        return False
+
     def _refuse_method(self) -> None:
+        if not self._version_supported():
+            return
         self._deadline = time.monotonic() + self.server.receiver.read_timeout_s
         try:
             chunked, length = self._framing()
@@ -177,6 +190,8 @@ class OtlpHandler(BaseHTTPRequestHandler):
         method no do_* handles) answered like every other error: a google.rpc.Status, not an HTML page.
         A method the server does not know is a 405 with Allow, as for the methods it knows."""
         self._unread = -1  # the request was not understood: nothing says where it ends
+        if getattr(self, "request_version", None) not in ("HTTP/1.0", "HTTP/1.1"):
+            self.request_version = self.protocol_version  # answer with a status line and headers, always
         command = getattr(self, "command", None)
         if code == HTTPStatus.NOT_IMPLEMENTED and command and not hasattr(self, "do_" + command):
             self._send_error(HttpError(405, rx.UNIMPLEMENTED, f"{command[:40]} is not allowed; use POST"))

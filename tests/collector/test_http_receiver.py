@@ -478,6 +478,9 @@ FRAMING = [
     ("an unknown transfer coding", raw_request("Transfer-Encoding: gzip, chunked", body=b"0\r\n\r\n"), 501),
     ("chunked and a Content-Length", raw_request(CHUNKED, "Content-Length: 5", body=b"0\r\n\r\n"), 400),
     ("too many headers", raw_request(*[f"X-{i}: y" for i in range(150)], "Content-Length: 0"), 431),
+    ("HTTP/0.9", raw_request("Content-Length: 0").replace(b"HTTP/1.1", b"HTTP/0.9", 1), 505),
+    ("HTTP/2.0 on HTTP/1", raw_request("Content-Length: 0").replace(b"HTTP/1.1", b"HTTP/2.0", 1), 505),
+    ("a request line of noise", b"\x8fC\xde\xf4\xe7A\x97U?\r\n\r\n", 400),
 ]
 
 
