@@ -244,6 +244,10 @@ class OtlpHandler(BaseHTTPRequestHandler):
             receiver.stats.count("429")
             self._send_error(HttpError(429, rx.UNAVAILABLE, str(exc), exc.retry_after_s))
             return
+        except ConnectionError:  # the client went away mid-request: no one to answer
+            receiver.stats.count("disconnected")
+            self.close_connection = True
+            return
         except Exception as exc:  # noqa: BLE001 - a bug must cost one request, not the connection thread
             receiver.stats.count("500")
             traceback.print_exc(file=sys.stderr)
