@@ -28,7 +28,7 @@ from turnlens.collector.otlp_rows import (
     resource_identity,
     time_problem,
 )
-from turnlens.collector.schema import EVENT_TYPE, LINK_TYPE, SEGMENT_SCHEMA
+from turnlens.kernel.schema import EVENT_TYPE, LINK_TYPE, SEGMENT_SCHEMA
 
 try:
     from turnlens.collector import _otlp_wire

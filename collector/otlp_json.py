@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from turnlens.collector import contract
 from turnlens.collector.otlp_rows import (
     READ_KEYS,
     SPAN_KINDS,
@@ -33,6 +32,7 @@ from turnlens.collector.otlp_rows import (
     status_code_name,
     time_problem,
 )
+from turnlens.kernel import contract
 
 _dumps = orjson.dumps
 UINT32_MAX = (1 << 32) - 1

@@ -14,7 +14,6 @@ from typing import Any, Final
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
-from turnlens.collector import contract
 from turnlens.collector.otlp_attributes import (
     check_attributes,
     fragment_of,
@@ -35,6 +34,7 @@ from turnlens.collector.otlp_rows import (
     status_code_name,
     time_problem,
 )
+from turnlens.kernel import contract
 
 # --- the wire-compatible message types ----------------------------------------------------------
 # Field numbers and wire types are OTLP's (opentelemetry/proto/trace/v1/trace.proto); every

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
-from turnlens.collector import contract
-from turnlens.collector.schema import EVENT_TYPE, LINK_TYPE, SEGMENT_SCHEMA
+from turnlens.kernel import contract
+from turnlens.kernel.schema import EVENT_TYPE, LINK_TYPE, SEGMENT_SCHEMA
 
 SPAN_KINDS: Final = ("unspecified", "internal", "server", "client", "producer", "consumer")
 STATUS_CODES: Final = ("unset", "ok", "error")

@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from turnlens.collector import otlp_attributes, otlp_decode, otlp_rows
 from turnlens.collector.otlp_decode import OtlpDecodeError, decode_json, decode_protobuf
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 
 def only_row(result: otlp_decode.DecodeResult) -> dict:
