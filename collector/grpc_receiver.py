@@ -2,11 +2,13 @@
 
 Requests arrive as raw bytes (no generated servicer), so they go through the same fast decoder as
 OTLP/HTTP. gRPC enforces the size limit itself (RESOURCE_EXHAUSTED, decompressed size included).
-Memory is bounded like HTTP's: a call's message is pulled from gRPC only once the call is admitted
-(the in-flight budget has room and one of a few receive slots is free), then held against the budget;
-until then gRPC's flow control keeps the bytes with the client. Every refusal for load is UNAVAILABLE
-with a RetryInfo, which OTLP exporters honour as the retry delay; gRPC's own concurrency limit is not
-used, as its RESOURCE_EXHAUSTED without RetryInfo makes exporters drop the data.
+A call's message is taken from gRPC (and copied into Python) only once the call is admitted: the
+in-flight budget has room and one of a few receive slots is free; it is then held against the budget
+while it is decoded and stored. gRPC's transport itself reads each started call's whole message, so
+its share of memory is bounded per call by the size limit and per connection by
+STREAMS_PER_CONNECTION, not by the budget (docs/collector-limits.md). Every refusal for load is
+UNAVAILABLE with a RetryInfo, which OTLP exporters honour as the retry delay; gRPC's own concurrency
+limit is not used, as its RESOURCE_EXHAUSTED without RetryInfo makes exporters drop the data.
 """
 
 from __future__ import annotations
