@@ -42,9 +42,9 @@ def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> N
         sent = time.time_ns()
 
         def snapshot_generation() -> str | None:
-            """The generation the store's catalogue reads, once it covers everything sent."""
+            """The generation the store's catalogue reads, once whole and covering everything sent."""
             snapshot = materialize.current_snapshot(store)
-            if snapshot is None or snapshot.watermark <= sent:
+            if snapshot is None or not snapshot.complete or snapshot.watermark <= sent:
                 return None
             with catalog.connect(store) as con:
                 views = {name for (name,) in con.execute("select view_name from duckdb_views()").fetchall()}
