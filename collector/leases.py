@@ -1,0 +1,94 @@
+"""Reader leases: a file the store replaced is deleted only at a moment no registered reader is reading.
+
+A reader lists files (a glob, a catalogue naming a snapshot) and opens them later, so deleting a replaced file
+between the two makes its query fail. Every reader that goes through turnlens (a dashboard query, an alert
+evaluation, an export, `turnlens query`, a materialise run) holds a shared flock on `STORE/readers.lock` from
+before it lists anything until it has read everything; compaction, retention and snapshot replacement delete
+only under an exclusive flock on the same file, and never wait for it: while anyone reads, the deletion is left
+to the next pass. A flock belongs to its open file, so a reader that dies releases its lease with it and nothing
+stale is left to clean up. Readers that do not register (an analyst in plain DuckDB) are covered by the grace
+period retired files wait before any deletion is attempted.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+LOCK = "readers.lock"
+READER_WAIT_S = 10.0  # a deleter holds the lock only while it unlinks; past this a reader reads unregistered
+DELETER_WAIT_S = 0.5  # how long a deletion waits for a moment without readers before leaving it to a later pass
+_POLL_S = 0.01
+
+
+def ensure_lock_file(store_dir: Path) -> None:
+    """Creates the lock file, so readers without write access to the store can still take a lease."""
+    path = store_dir / LOCK
+    if not path.exists():
+        try:
+            path.touch()
+        except OSError:
+            pass  # a read-only store: its readers read unregistered, covered by the grace period
+
+
+def _try_flock(fd: int, operation: int, wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_S)
+
+
+@contextmanager
+def reading(store_dir: Path, *, wait_s: float = READER_WAIT_S) -> Iterator[bool]:
+    """Holds a reader lease on the store for the block; yields whether it is held.
+
+    Nothing the reader lists inside the block is deleted before the block ends. The lease is not held (False)
+    when the store has no lock file the reader can open, or when a deleter kept it longer than `wait_s`; the
+    read still goes on, protected by the grace period and the caller's retry.
+    """
+    try:
+        fd = os.open(store_dir / LOCK, os.O_RDONLY)
+    except OSError:
+        yield False
+        return
+    try:
+        yield _try_flock(fd, fcntl.LOCK_SH, wait_s)
+    finally:
+        os.close(fd)  # releases the lease
+
+
+@contextmanager
+def no_readers(store_dir: Path, *, wait_s: float = DELETER_WAIT_S) -> Iterator[bool]:
+    """Yields True while no registered reader is reading the store (and none can start), False when one was
+    reading throughout `wait_s`: the caller deletes only on True."""
+    ensure_lock_file(store_dir)
+    fd = os.open(store_dir / LOCK, os.O_RDONLY)
+    try:
+        yield _try_flock(fd, fcntl.LOCK_EX, wait_s)
+    finally:
+        os.close(fd)
+
+
+def remove(paths: Iterable[Path]) -> int:
+    """Deletes files and folders (a snapshot generation is a folder); returns how many existed."""
+    removed = 0
+    for path in paths:
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
