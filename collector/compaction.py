@@ -182,9 +182,12 @@ def retire(
         return
     with maintenance_lock(segments_root, lock_timeout_s):
         manifest = _Manifest(segments_root)
+        scheduled = manifest.scheduled()
         names = [os.path.relpath(Path(path).resolve(), segments_root.resolve()) for path in paths]
-        manifest.entries.append(_Entry(sources=names, delete_after_unix=clock() + grace_s))
-        manifest.save()
+        names = [name for name in names if name not in scheduled]
+        if names:
+            manifest.entries.append(_Entry(sources=names, delete_after_unix=clock() + grace_s))
+            manifest.save()
         if grace_s <= 0:
             _sweep(segments_root, manifest, clock())
 

@@ -1,13 +1,13 @@
 """Reader leases: a file the store replaced is deleted only at a moment no registered reader is reading.
 
-A reader lists files (a glob, a catalogue naming a snapshot) and opens them later, so deleting a replaced file
-between the two makes its query fail. Every reader that goes through turnlens (a dashboard query, an alert
-evaluation, an export, `turnlens query`, a materialise run) holds a shared flock on `STORE/readers.lock` from
-before it lists anything until it has read everything; compaction, retention and snapshot replacement delete
-only under an exclusive flock on the same file, and never wait for it: while anyone reads, the deletion is left
-to the next pass. A flock belongs to its open file, so a reader that dies releases its lease with it and nothing
-stale is left to clean up. Readers that do not register (an analyst in plain DuckDB) are covered by the grace
-period retired files wait before any deletion is attempted.
+A reader lists files (a glob, a catalogue naming a snapshot) and opens them later, so deleting a replaced
+file between the two makes its query fail. Every reader that goes through turnlens (a dashboard query, an
+alert evaluation, an export, `turnlens query`, a materialise run) holds a shared flock on
+`STORE/readers.lock` from before it lists anything until it has read everything; compaction, retention and
+snapshot replacement delete only under an exclusive flock on the same file, and never wait long for it:
+while anyone reads, the deletion is left to the next pass. A flock belongs to its open file, so a reader
+that dies releases its lease with it and nothing stale is left to clean up. Readers that do not register
+(an analyst in plain DuckDB) are covered by the grace period retired files wait before any deletion.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 LOCK = "readers.lock"
-READER_WAIT_S = 10.0  # a deleter holds the lock only while it unlinks; past this a reader reads unregistered
-DELETER_WAIT_S = 0.5  # how long a deletion waits for a moment without readers before leaving it to a later pass
+READER_WAIT_S = 10.0  # a deleter holds the lock only while it unlinks; past this, a reader reads unregistered
+DELETER_WAIT_S = 0.5  # a deletion waits this long for a moment without readers, else a later pass deletes
 _POLL_S = 0.01
 
 

@@ -2,26 +2,32 @@
 
 Pages never hold SQL; they ask for a named query in `dashboard/sql/` with bound parameters and get a
 pandas DataFrame back. The connection reads the store's catalog read-only, so ingestion is never
-blocked, and it is reopened when the catalog file is replaced by `write_catalog`.
+blocked, and it is reopened when the catalog file is replaced by `write_catalog`. Every read holds a
+reader lease (collector/leases.py), so compaction and snapshot replacement delete nothing it listed.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pandas as pd
 import streamlit as st
+from turnlens.collector import leases
 from turnlens.queries import catalog
+
+T = TypeVar("T")
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 
@@ -139,6 +145,31 @@ def cursor() -> duckdb.DuckDBPyConnection:
     return _catalog(str(settings().store_dir)).cursor()[0]
 
 
+@contextmanager
+def reading() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A fresh cursor under a reader lease: nothing the block's queries list is deleted before it ends.
+
+    The lease is taken before the catalog's stamp is checked, so a snapshot replaced just before is seen
+    replaced (its old files are deleted only after its catalog was), never half.
+    """
+    with leases.reading(settings().store_dir):
+        con = cursor()
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+def read(run: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+    """`run(cursor)` under a reader lease, on a fresh cursor again if a store file moved under it anyway."""
+
+    def attempt() -> T:
+        with reading() as con:
+            return run(con)
+
+    return catalog.retrying(attempt)
+
+
 def catalog_stamp() -> tuple[int, int]:
     """Changes whenever the catalog file is replaced; part of every cached result's key."""
     return _catalog(str(settings().store_dir)).cursor()[1]
@@ -193,8 +224,9 @@ def _run_sql(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any
         ) from exc
 
 
-# Timings of the queries this script run made, newest last: the benchmark and the page footers read them.
-TIMINGS: list[tuple[str, float]] = []
+# Timings of the latest queries of this process, newest last, for the benchmark (bench/dashboard.py); bounded,
+# as the dashboard server runs for days.
+TIMINGS: collections.deque[tuple[str, float]] = collections.deque(maxlen=256)
 
 
 def _ttl() -> int:
@@ -205,14 +237,11 @@ def _ttl() -> int:
 def _cached(
     store: str, stamp: tuple[int, int], name: str, params: tuple[tuple[str, Any], ...]
 ) -> pd.DataFrame:
-    con = cursor()
-    try:
-        started = time.perf_counter()
-        frame = run_named(con, name, {k: list(v) if isinstance(v, tuple) else v for k, v in params})
-        TIMINGS.append((name, time.perf_counter() - started))
-        return frame
-    finally:
-        con.close()
+    bound = {k: list(v) if isinstance(v, tuple) else v for k, v in params}
+    started = time.perf_counter()
+    frame = read(lambda con: run_named(con, name, bound))
+    TIMINGS.append((name, time.perf_counter() - started))
+    return frame
 
 
 def _hashable(value: Any) -> Any:
@@ -284,11 +313,7 @@ def run_turn(con: duckdb.DuckDBPyConnection, session_id: str, turn_id: str) -> d
 def _cached_turn(
     store: str, stamp: tuple[int, int], session_id: str, turn_id: str
 ) -> dict[str, pd.DataFrame | str]:
-    con = cursor()
-    try:
-        return run_turn(con, session_id, turn_id)
-    finally:
-        con.close()
+    return read(lambda con: run_turn(con, session_id, turn_id))
 
 
 def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:

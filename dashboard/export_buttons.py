@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Literal
 
+import duckdb
 import streamlit as st
 from turnlens.dashboard import data, report
 
@@ -18,11 +19,10 @@ FORMATS: dict[Format, tuple[str, str]] = {
 
 def build(session_id: str, turn_id: str, fmt: Format) -> bytes:
     """The incident file of one turn, read through the dashboard's hardened read-only connection."""
-    cursor = data.cursor()
-    try:
+    def export(cursor: duckdb.DuckDBPyConnection) -> bytes:
         return report.export_incident(cursor, session_id=session_id, turn_id=turn_id, fmt=fmt).encode()
-    finally:
-        cursor.close()
+
+    return data.read(export)
 
 
 def render(*, session_id: str, turn_id: str) -> None:

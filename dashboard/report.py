@@ -19,7 +19,7 @@ import duckdb
 import pandas as pd
 from turnlens.collector.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK, LAYERS
 from turnlens.queries.alerting import load_history
-from turnlens.queries.catalog import QUERIES_DIR, connect, execute_script
+from turnlens.queries.catalog import QUERIES_DIR, execute_script, reading
 
 from turnlens import __version__
 
@@ -670,11 +670,8 @@ def export_incident(
     if isinstance(store, duckdb.DuckDBPyConnection):
         incident = gather(store, session_id=session_id, turn_id=turn_id, start=start, end=end)
     else:
-        con = connect(Path(store))
-        try:
+        with reading(Path(store)) as con:  # under a reader lease: no file it lists is deleted meanwhile
             incident = gather(
                 con, session_id=session_id, turn_id=turn_id, start=start, end=end, store_dir=Path(store)
             )
-        finally:
-            con.close()
     return RENDERERS[fmt](incident)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+from turnlens.collector import leases
 from turnlens.queries import alerting
 from turnlens.queries.alert_testing import run_test_file
 from turnlens.queries.catalog import CATALOG_FILE, connect
@@ -123,17 +124,18 @@ def _evaluate(
             file=sys.stderr,
         )
         return alerting.EXIT_ERROR
-    try:
-        con = connect(store)  # reopened each time: the catalog may have been rewritten since
-    except duckdb.Error as exc:
-        print(f"turnlens alerts: cannot open the catalog: {exc}", file=sys.stderr)
-        return alerting.EXIT_ERROR
-    try:
-        with contextlib.suppress(duckdb.Error):  # a broken view fails its rules below, one by one
-            alerting.snapshot_shared_views(con, rules)
-        result = alerting.run_once(con, rules, state, at)
-    finally:
-        con.close()
+    with leases.reading(store):  # no file the evaluation lists is deleted before it ends
+        try:
+            con = connect(store)  # reopened each time: the catalog may have been rewritten since
+        except duckdb.Error as exc:
+            print(f"turnlens alerts: cannot open the catalog: {exc}", file=sys.stderr)
+            return alerting.EXIT_ERROR
+        try:
+            with contextlib.suppress(duckdb.Error):  # a broken view fails its rules below, one by one
+                alerting.snapshot_shared_views(con, rules)
+            result = alerting.run_once(con, rules, state, at)
+        finally:
+            con.close()
     state.save(state_path)
     alerting.append_history(state_path, result.transitions)
     errors = list(result.errors)

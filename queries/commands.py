@@ -97,7 +97,7 @@ def run_views(args: argparse.Namespace) -> int:
     if args.store is not None:
         if args.rebuild:
             catalog.write_catalog(args.store, segments_glob(args.store))
-        with catalog.connect(args.store) as con:
+        with catalog.reading(args.store) as con:
             rows = catalog.describe_views(con)
     else:
         rows = [
@@ -130,7 +130,7 @@ def run_query(args: argparse.Namespace) -> int:
         for name, value in settings.resolve(overrides=overrides).items():
             if name in overrides:
                 overrides[name] = str(value)
-        with catalog.connect(args.store) as con:
+        with catalog.reading(args.store) as con:
             for name, value in overrides.items():
                 # the name was checked by settings.resolve above (a name cannot be bound); the value is bound
                 con.execute(f"set variable {name} = $value", {"value": float(value)})

@@ -37,16 +37,12 @@ with query_col:
     run = st.button("Run", type="primary", icon=":material/play_arrow:")
     if run or "sql" in st.query_params:
         st.query_params["sql"] = sql
-        cursor = data.cursor()
         try:
-            result = console.run(
-                cursor, sql, row_limit=settings.sql_row_limit, time_limit_s=settings.sql_time_limit_seconds
-            )
+            limits = {"row_limit": settings.sql_row_limit, "time_limit_s": settings.sql_time_limit_seconds}
+            result = data.read(lambda cursor: console.run(cursor, sql, **limits))
         except console.ConsoleError as exc:
             st.error(str(exc), icon=":material/error:")
         else:
             note = f" — cut at the {settings.sql_row_limit:,}-row limit" if result.truncated else ""
             st.caption(f"{len(result.frame):,} rows in {result.seconds * 1000:.0f} ms{note}")
             st.dataframe(result.frame, hide_index=True, width="stretch")
-        finally:
-            cursor.close()
