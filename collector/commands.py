@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from turnlens.collector import compaction
 from turnlens.collector import settings as collector_settings
 from turnlens.collector.compaction import CompactionBusy
 from turnlens.collector.store import Store, parse_duration
@@ -36,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compact = subparsers.add_parser("compact", help="merge small segments; apply a retention")
     compact.add_argument("--store", type=Path, default=None, help="store directory (env TURNLENS_STORE)")
     compact.add_argument("--retention", default=None, help="also drop data older than this (e.g. 30d)")
+    compact.add_argument(
+        "--grace", default=None, help="how long replaced segments stay for readers outside turnlens (e.g. 1m)"
+    )
     compact.set_defaults(func=run_compact)
 
 
@@ -95,7 +99,8 @@ def run_compact(args: argparse.Namespace) -> int:
     if not (root / "segments").is_dir():
         print(f"turnlens compact: {root} is not a store", file=sys.stderr)
         return 2
-    with Store(root) as store:
+    grace_s = parse_duration(args.grace) if args.grace else compaction.DEFAULT_GRACE_S
+    with Store(root, grace_s=grace_s) as store:
         try:
             if args.retention:
                 dropped = store.apply_retention(parse_duration(args.retention))

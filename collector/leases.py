@@ -4,10 +4,13 @@ A reader lists files (a glob, a catalogue naming a snapshot) and opens them late
 file between the two makes its query fail. Every reader that goes through turnlens (a dashboard query, an
 alert evaluation, an export, `turnlens query`, a materialise run) holds a shared flock on
 `STORE/readers.lock` from before it lists anything until it has read everything; compaction, retention and
-snapshot replacement delete only under an exclusive flock on the same file, and never wait long for it:
-while anyone reads, the deletion is left to the next pass. A flock belongs to its open file, so a reader
-that dies releases its lease with it and nothing stale is left to clean up. Readers that do not register
-(an analyst in plain DuckDB) are covered by the grace period retired files wait before any deletion.
+snapshot replacement delete only under an exclusive flock on the same file. Readers that keep overlapping
+would starve a deleter, so a reader first passes a turnstile (`STORE/readers.gate`) that a deleter closes
+while it waits for the readers inside to finish: new readers wait a moment, the store quiesces, the files
+go. A deleter waits a bounded time (a long reader such as a materialise run may be inside) and otherwise
+leaves the deletion to its next pass. A flock belongs to its open file, so a reader that dies releases its
+lease with it and nothing stale is left to clean up. Readers that do not register (an analyst in plain
+DuckDB) are covered by the grace period retired files wait before any deletion.
 """
 
 from __future__ import annotations
@@ -15,25 +18,31 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 LOCK = "readers.lock"
+GATE = "readers.gate"
 READER_WAIT_S = 10.0  # a deleter holds the lock only while it unlinks; past this, a reader reads unregistered
-DELETER_WAIT_S = 0.5  # a deletion waits this long for a moment without readers, else a later pass deletes
+DELETER_WAIT_S = 2.0  # a deletion waits this long for the readers inside to finish, else a later pass deletes
 _POLL_S = 0.01
+# how many leases this thread holds: a nested one (a catalogue rewrite inside a materialise run) skips the
+# turnstile, which a deleter waiting for the outer one may have closed
+_held = threading.local()
 
 
 def ensure_lock_file(store_dir: Path) -> None:
-    """Creates the lock file, so readers without write access to the store can still take a lease."""
-    path = store_dir / LOCK
-    if not path.exists():
-        try:
-            path.touch()
-        except OSError:
-            pass  # a read-only store: its readers read unregistered, covered by the grace period
+    """Creates the lock files, so readers without write access to the store can still take a lease."""
+    for name in (LOCK, GATE):
+        path = store_dir / name
+        if not path.exists():
+            try:
+                path.touch()
+            except OSError:
+                pass  # a read-only store: its readers read unregistered, covered by the grace period
 
 
 def _try_flock(fd: int, operation: int, wait_s: float) -> bool:
@@ -53,30 +62,49 @@ def reading(store_dir: Path, *, wait_s: float = READER_WAIT_S) -> Iterator[bool]
     """Holds a reader lease on the store for the block; yields whether it is held.
 
     Nothing the reader lists inside the block is deleted before the block ends. The lease is not held (False)
-    when the store has no lock file the reader can open, or when a deleter kept it longer than `wait_s`; the
-    read still goes on, protected by the grace period and the caller's retry.
+    when the store has no lock files the reader can open, or when a deleter kept them longer than `wait_s`;
+    the read still goes on, protected by the grace period and the caller's retry.
     """
     try:
-        fd = os.open(store_dir / LOCK, os.O_RDONLY)
+        gate = os.open(store_dir / GATE, os.O_RDONLY)
     except OSError:
         yield False
         return
     try:
-        yield _try_flock(fd, fcntl.LOCK_SH, wait_s)
+        lock = os.open(store_dir / LOCK, os.O_RDONLY)
+    except OSError:
+        os.close(gate)
+        yield False
+        return
+    try:
+        deadline = time.monotonic() + wait_s
+        depth = getattr(_held, "depth", 0)
+        passed = depth > 0 or _try_flock(gate, fcntl.LOCK_SH, wait_s)
+        os.close(gate)  # through the turnstile (or not): it is not held while reading
+        held = passed and _try_flock(lock, fcntl.LOCK_SH, max(0.0, deadline - time.monotonic()))
+        _held.depth = depth + held
+        try:
+            yield held
+        finally:
+            _held.depth = depth
     finally:
-        os.close(fd)  # releases the lease
+        os.close(lock)  # releases the lease
 
 
 @contextmanager
 def no_readers(store_dir: Path, *, wait_s: float = DELETER_WAIT_S) -> Iterator[bool]:
-    """Yields True while no registered reader is reading the store (and none can start), False when one was
-    reading throughout `wait_s`: the caller deletes only on True."""
+    """Yields True while no registered reader is reading the store (and none can start), False when readers
+    were still inside after `wait_s`: the caller deletes only on True. New readers wait at the turnstile
+    meanwhile, so readers that keep overlapping cannot put a deletion off for ever."""
     ensure_lock_file(store_dir)
-    fd = os.open(store_dir / LOCK, os.O_RDONLY)
+    gate = os.open(store_dir / GATE, os.O_RDONLY)
+    lock = os.open(store_dir / LOCK, os.O_RDONLY)
     try:
-        yield _try_flock(fd, fcntl.LOCK_EX, wait_s)
+        closed = _try_flock(gate, fcntl.LOCK_EX, wait_s)  # another deleter may hold it
+        yield closed and _try_flock(lock, fcntl.LOCK_EX, wait_s)
     finally:
-        os.close(fd)
+        os.close(lock)
+        os.close(gate)
 
 
 def remove(paths: Iterable[Path]) -> int:

@@ -30,6 +30,7 @@ class CollectorSettings:
     max_inflight_bytes: int = 128 * MIB  # request bodies being decoded at once; past it, 429
     retention: str | None = None  # e.g. 30d: drop date partitions older than this
     compact_interval: str = "5m"  # how often the collector compacts small segments
+    grace: str = "5m"  # how long replaced files stay for readers outside turnlens (an analyst's own DuckDB)
     materialize_interval: str = "1m"  # how often the per-turn views' snapshot is refreshed; "off" never
     materialize_margin: str = "10s"  # a snapshot covers spans received up to this long before it starts
     shutdown_grace: str = "10s"  # on SIGTERM, how long in-flight requests may take to finish
@@ -37,6 +38,10 @@ class CollectorSettings:
     @property
     def retention_s(self) -> float | None:
         return parse_duration(self.retention) if self.retention else None
+
+    @property
+    def grace_s(self) -> float:
+        return parse_duration(self.grace)
 
     @property
     def compact_interval_s(self) -> float:
@@ -66,6 +71,7 @@ HELP = {
     "max_inflight_bytes": "bytes of requests decoded at once before answering 429 / UNAVAILABLE",
     "retention": "drop data older than this (e.g. 30d); unset keeps everything",
     "compact_interval": "how often small segments are merged (e.g. 5m)",
+    "grace": "how long replaced segments and snapshots stay on disk for readers outside turnlens (e.g. 5m)",
     "materialize_interval": "how often the snapshot of the per-turn views is refreshed (e.g. 1m), or 'off'",
     "materialize_margin": "a snapshot covers the spans received up to this long before it starts (e.g. 10s)",
     "shutdown_grace": "on SIGTERM, how long in-flight requests may take before the store is flushed",
@@ -113,8 +119,8 @@ def resolve(
         if text is not None and text != "":
             values[f.name] = _convert(f.name, str(text))
     settings = replace(CollectorSettings(), **values)
-    for name in ("retention_s", "compact_interval_s", "materialize_interval_s", "materialize_margin_s",
-                 "shutdown_grace_s"):
+    for name in ("retention_s", "grace_s", "compact_interval_s", "materialize_interval_s",
+                 "materialize_margin_s", "shutdown_grace_s"):
         getattr(settings, name)  # a malformed duration fails here, at start-up
     return settings
 

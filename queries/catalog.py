@@ -337,13 +337,14 @@ def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
 # --- reading while files are replaced ---------------------------------------------------------------------
 
 READ_ATTEMPTS = 4  # a read that met a moved file is run again at most this many times in all
-_MOVED_FILE = "No such file or directory"
+# how DuckDB says a file was gone: when it opened a file it had listed, or when a listed path matched nothing
+_MOVED_FILE = ("No such file or directory", "No files found that match the pattern")
 
 
 def moved_file(exc: BaseException) -> bool:
     """Whether a DuckDB error says a file it had listed was gone when it opened it (compaction, retention or a
     snapshot replaced it): the read is worth running again, it will list the files anew."""
-    return isinstance(exc, duckdb.IOException) and _MOVED_FILE in str(exc)
+    return isinstance(exc, duckdb.IOException) and any(phrase in str(exc) for phrase in _MOVED_FILE)
 
 
 def retrying(read: Callable[[], T], *, attempts: int = READ_ATTEMPTS) -> T:

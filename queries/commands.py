@@ -40,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mat.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     mat.add_argument("--memory-limit", default=None, help="DuckDB memory limit, e.g. 4GB (default: DuckDB's)")
     mat.add_argument("--quiet", action="store_true", help="print nothing on success")
+    mat.add_argument("--grace", type=float, default=materialize.GRACE_S, metavar="SECONDS",
+                     help="keep a replaced snapshot for readers outside turnlens (default %(default)s)")
     mat.set_defaults(func=run_materialize)
 
     query = subparsers.add_parser("query", help="run SQL or a named query against a store's views")
@@ -160,6 +162,7 @@ def run_materialize(args: argparse.Namespace) -> int:
             margin_s=args.margin,
             threads=args.threads,
             memory_limit=args.memory_limit,
+            grace_s=args.grace,
         )
     except materialize.MaterializeBusy as exc:
         print(f"turnlens: {exc}", file=sys.stderr)

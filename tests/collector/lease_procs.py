@@ -85,14 +85,15 @@ def run_reader(args: argparse.Namespace) -> int:
     print("ready", flush=True)
     ok = failed = 0
     while not Path(args.stop_file).exists():
+        started = time.monotonic()
         try:
             read()
             ok += 1
-            print("ok", flush=True)
+            print(f"ok {time.monotonic() - started:.2f}", flush=True)
         except Exception as exc:  # noqa: BLE001 - every failed read is counted and shown
             failed += 1
             print(f"failed {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
-        time.sleep(0.05)
+        time.sleep(0.5)  # busy like a dashboard with a few users, not a tight loop hogging both cores
     print(f"reads {ok} {failed}", flush=True)
     return 0
 
@@ -108,10 +109,11 @@ def run_maintainer(args: argparse.Namespace) -> int:
                 deleted += writer_side.compact(min_segments=2, grace_s=0).deleted_files
             except compaction.CompactionBusy:
                 pass
+        started = time.monotonic()
         materialize.materialize(store, segments_glob(store), margin_s=0, grace_s=0, threads=1)
         snapshots += 1
         deleted += compaction.sweep(store)
-        print(f"deleted {deleted} snapshots {snapshots}", flush=True)
+        print(f"deleted {deleted} snapshots {snapshots} ({time.monotonic() - started:.1f} s)", flush=True)
     return 0
 
 
