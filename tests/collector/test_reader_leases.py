@@ -77,9 +77,9 @@ def test_readers_never_fail_while_compaction_and_snapshots_delete_at_zero_grace(
     }
     for process in readers.values():
         wait_ready(process)
-    writer = start(
-        STORE_PROCS, "writer", "--store", str(store), "--threads", "1", "--batch", "40",
-        "--flush-interval", "0.5", "--seconds", str(DEADLINE_S),
+    writer = start(  # a segment every second or so: work for compaction, not a flood of files
+        STORE_PROCS, "writer", "--store", str(store), "--threads", "1", "--batch", "40", "--batches", "60",
+        "--flush-interval", "1.0", "--seconds", str(DEADLINE_S),
     )
     maintainer = start(PROCS, "maintainer", "--store", str(store), "--stop-file", str(stop))
     assert maintainer.stdout is not None
