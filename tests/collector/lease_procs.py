@@ -114,6 +114,7 @@ def run_maintainer(args: argparse.Namespace) -> int:
         snapshots += 1
         deleted += compaction.sweep(store)
         print(f"deleted {deleted} snapshots {snapshots} ({time.monotonic() - started:.1f} s)", flush=True)
+    print(f"swept {compaction.sweep(store)}", flush=True)  # what readers kept until they stopped
     return 0
 
 
