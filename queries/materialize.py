@@ -257,7 +257,7 @@ def materialize(
     TIMINGS.clear()
     watermark = (now_ns if now_ns is not None else time.time_ns()) - int(margin_s * 1e9)
     steps = build_steps()
-    with _lock(store_dir), leases.reading(store_dir):
+    with _lock(store_dir), leases.reading(store_dir, long=True):
         previous = current_snapshot(store_dir)
         con = _connect(store_dir, segments_glob, threads, memory_limit)
         try:

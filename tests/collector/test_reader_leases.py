@@ -132,6 +132,20 @@ def test_a_deletion_waits_while_a_reader_holds_a_lease(tmp_path: Path) -> None:
     assert not doomed.exists()
 
 
+def test_a_long_reader_postpones_deletions_without_closing_the_turnstile(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    Store(store).close()
+    doomed = store / "derived" / "gen-1"
+    doomed.mkdir(parents=True)
+    compaction.retire(store, [doomed], grace_s=60)
+    with leases.reading(store, long=True):  # a materialise run
+        started = time.monotonic()
+        assert compaction.sweep(store, clock=lambda: time.time() + 61) == 0
+        assert time.monotonic() - started < leases.DELETER_WAIT_S, "it held the turnstile for a long reader"
+    assert doomed.exists()
+    assert compaction.sweep(store, clock=lambda: time.time() + 61) == 1
+
+
 def test_a_read_that_met_a_moved_file_runs_again(tmp_path: Path) -> None:
     store = tmp_path / "store"
     with Store(store) as writer:
