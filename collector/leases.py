@@ -99,10 +99,11 @@ def reading(store_dir: Path, *, wait_s: float = READER_WAIT_S, long: bool = Fals
 
 
 @contextmanager
-def no_readers(store_dir: Path, *, wait_s: float = DELETER_WAIT_S) -> Iterator[bool]:
+def no_readers(store_dir: Path, *, wait_s: float | None = None) -> Iterator[bool]:
     """Yields True while no registered reader is reading the store (and none can start), False when readers
-    were still inside after `wait_s`: the caller deletes only on True. New readers wait at the turnstile
-    meanwhile, so readers that keep overlapping cannot put a deletion off for ever."""
+    were still inside after `wait_s` (default DELETER_WAIT_S): the caller deletes only on True. New readers
+    wait at the turnstile meanwhile, so readers that keep overlapping cannot put a deletion off for ever."""
+    wait_s = DELETER_WAIT_S if wait_s is None else wait_s
     ensure_lock_file(store_dir)
     if _long_reader_inside(store_dir):
         yield False

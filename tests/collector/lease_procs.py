@@ -101,6 +101,9 @@ def run_reader(args: argparse.Namespace) -> int:
 def run_maintainer(args: argparse.Namespace) -> int:
     """Compacts (grace 0) and materialises (grace 0) in turns until the stop file exists."""
     store = Path(args.store)
+    # patient enough for five busy readers on two loaded cores to drain at the turnstile, so files are
+    # deleted while they read (the product's default leaves a deletion to the next pass after 2 s)
+    leases.DELETER_WAIT_S = 30.0
     print("ready", flush=True)
     deleted = snapshots = 0
     while not Path(args.stop_file).exists():
