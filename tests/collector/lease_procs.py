@@ -93,7 +93,7 @@ def run_reader(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001 - every failed read is counted and shown
             failed += 1
             print(f"failed {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
-        time.sleep(0.5)  # busy like a dashboard with a few users, not a tight loop hogging both cores
+        time.sleep(1.0)  # busy like a dashboard with a few users, not a tight loop hogging both cores
     print(f"reads {ok} {failed}", flush=True)
     return 0
 

@@ -24,7 +24,7 @@ PROCS = str(Path(__file__).with_name("lease_procs.py"))
 STORE_PROCS = str(Path(__file__).with_name("store_procs.py"))
 KINDS = ("live", "turn", "divergences", "export", "dashboard")
 SNAPSHOTS = 1  # the readers read until the maintainer replaced the snapshot this often, deleting files
-DEADLINE_S = 400.0  # a snapshot of the sample takes 10-40 s on two loaded cores
+DEADLINE_S = 900.0  # a snapshot of the sample takes 10 s on two quiet cores, minutes on two very busy ones
 
 _started: list[subprocess.Popen[str]] = []
 
@@ -64,7 +64,7 @@ def progressed(progress: list[str], what: str) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)
 def test_readers_never_fail_while_compaction_and_snapshots_delete_at_zero_grace(tmp_path: Path) -> None:
     store = tmp_path / "store"
     assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE)]) == 0
