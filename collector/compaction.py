@@ -29,7 +29,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from turnlens.collector import leases, segments
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 DEFAULT_GRACE_S = 300.0  # for unregistered readers: far longer than an analyst's query over the catalogue
 Clock = Callable[[], float]  # what grace periods are measured on: time.time, or a test's own

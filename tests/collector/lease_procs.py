@@ -16,8 +16,8 @@ from pathlib import Path
 
 from turnlens.collector import compaction, leases
 from turnlens.collector.store import Store
+from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize
-from turnlens.queries.commands import segments_glob
 
 Read = Callable[[], object]
 

@@ -14,8 +14,8 @@ import pytest
 import store_procs
 from turnlens.collector import compaction, leases
 from turnlens.collector.store import Store
+from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize
-from turnlens.queries.commands import segments_glob
 
 from turnlens.cli import main
 

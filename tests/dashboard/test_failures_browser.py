@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from turnlens.collector.store import Store
+from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog
-from turnlens.queries.commands import segments_glob
 
 from .test_browser import CHROMIUM, CHROMIUM_ARGS, _die_with_parent, _free_port
 
