@@ -46,7 +46,7 @@ def readers(store: Path) -> dict[str, Read]:
             return catalog.execute_script(con, "select count(*) from turn_events", {}).fetchall()
 
     def export() -> object:
-        from turnlens.dashboard import report
+        from turnlens.export import report
 
         session, turn = first_turn(store)
         return report.export_incident(store, session_id=session, turn_id=turn, fmt="json")
