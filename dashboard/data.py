@@ -84,7 +84,8 @@ def harden(con: duckdb.DuckDBPyConnection, store_dir: Path, *, memory_limit: str
 
     `enable_external_access = false` alone also stops the views, which read Parquet files; so the
     segments and derived (materialised views) folders are allowed first, then access is closed and the
-    configuration locked so no query (the SQL console's included) can open it again.
+    configuration locked so no query can open it again. The SQL console does not use this connection: DuckDB
+    allows writing wherever it allows reading, so the console runs in a sealed process (console.py).
     """
     [(locked,)] = con.execute("select current_setting('lock_configuration')").fetchall()
     if locked:  # DuckDB handed out this process's instance of the catalog again: it is hardened already
@@ -137,6 +138,18 @@ def _catalog(store_dir: str) -> _Catalog:
 def cursor() -> duckdb.DuckDBPyConnection:
     """A fresh cursor on the store's catalog (one per query: DuckDB cursors are not shared across threads)."""
     return _catalog(str(settings().store_dir)).cursor()[0]
+
+
+@st.cache_resource(show_spinner=False)
+def _console(store_dir: str) -> Any:
+    from turnlens.dashboard import console
+
+    return console.Sandbox(Path(store_dir), memory_limit=read_settings().memory_limit)
+
+
+def console_sandbox() -> Any:
+    """The SQL console's sealed worker for this store (dashboard/console.py); one per dashboard process."""
+    return _console(str(settings().store_dir))
 
 
 def catalog_stamp() -> tuple[int, int]:
