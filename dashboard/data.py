@@ -13,15 +13,18 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pandas as pd
 import streamlit as st
+from turnlens.collector import quarantine
 from turnlens.queries import catalog
+
+T = TypeVar("T")
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 
@@ -218,12 +221,18 @@ def _ttl() -> int:
 def _cached(
     store: str, stamp: tuple[int, int], name: str, params: tuple[tuple[str, Any], ...]
 ) -> pd.DataFrame:
+    values = {k: list(v) if isinstance(v, tuple) else v for k, v in params}
+    started = time.perf_counter()
+    frame = quarantine.retrying(Path(store), lambda: _on_cursor(lambda con: run_named(con, name, values)))
+    TIMINGS.append((name, time.perf_counter() - started))
+    return frame
+
+
+def _on_cursor(read: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+    """`read` on a fresh cursor of the store's catalog, closed after."""
     con = cursor()
     try:
-        started = time.perf_counter()
-        frame = run_named(con, name, {k: list(v) if isinstance(v, tuple) else v for k, v in params})
-        TIMINGS.append((name, time.perf_counter() - started))
-        return frame
+        return read(con)
     finally:
         con.close()
 
@@ -297,11 +306,9 @@ def run_turn(con: duckdb.DuckDBPyConnection, session_id: str, turn_id: str) -> d
 def _cached_turn(
     store: str, stamp: tuple[int, int], session_id: str, turn_id: str
 ) -> dict[str, pd.DataFrame | str]:
-    con = cursor()
-    try:
-        return run_turn(con, session_id, turn_id)
-    finally:
-        con.close()
+    return quarantine.retrying(
+        Path(store), lambda: _on_cursor(lambda con: run_turn(con, session_id, turn_id))
+    )
 
 
 def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
