@@ -30,7 +30,7 @@ test-fast: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy turnlens collector queries dashboard sample_data
+	$(BIN)/mypy turnlens kernel instrument collector queries alerts export dashboard sample_data
 
 sample: install
 	$(BIN)/turnlens simulate --seed 7 --sessions 120 --out sample_data/sample.jsonl.gz --labels sample_data/sample_labels.json

@@ -35,7 +35,7 @@ from turnlens.collector import segments
 from turnlens.collector.otlp_decode import decode_protobuf
 from turnlens.queries import catalog, materialize
 from turnlens.queries.commands import segments_glob
-from turnlens.sample_data.fast import counted_requests
+from turnlens.sample_data.bulk import counted_requests
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS_S = {"divergences": 5.0, "turn_timeline (one turn)": 0.1, "slo_cancel_to_ack (24 h)": 1.0}

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 SEGMENTS_DIR = "segments"
 PARTITION_PREFIX = "date="

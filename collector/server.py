@@ -11,7 +11,7 @@ import time
 
 from turnlens.collector.grpc_receiver import GrpcReceiver
 from turnlens.collector.http_receiver import HttpReceiver
-from turnlens.collector.materializing import ChildLoop
+from turnlens.collector.maintenance import ChildLoop
 from turnlens.collector.receiver import Receiver
 from turnlens.collector.settings import CollectorSettings, parse_address
 from turnlens.collector.store import Store

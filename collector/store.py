@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 from turnlens.collector import compaction, segments
 from turnlens.collector.compaction import CompactionResult
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 logger = logging.getLogger(__name__)
 _WRITER_ID = re.compile(r"^[A-Za-z0-9_.-]+$")

@@ -12,7 +12,7 @@ from typing import Literal
 import altair as alt
 import numpy as np
 import pandas as pd
-from turnlens.collector import contract
+from turnlens.kernel import contract
 
 LANES = [*contract.LAYERS, "unknown"]
 

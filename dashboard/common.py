@@ -10,8 +10,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 from streamlit.elements.lib.column_types import ColumnConfig
-from turnlens.collector import contract
 from turnlens.dashboard import data, filters
+from turnlens.kernel import contract
 
 TURN_PAGE = "turn"  # url_path of the Turn detail page
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from functools import partial
 
 from opentelemetry.trace import SpanKind
-from turnlens.collector import contract as c
-from turnlens.collector import instrument
+from turnlens.instrument import tracing as instrument
+from turnlens.kernel import contract as c
 from turnlens.sample_data.flows import (
     READ_ONLY_TOOLS,
     ToolPlan,

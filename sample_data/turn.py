@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.trace import Link, Span, SpanKind, set_span_in_context
-from turnlens.collector import contract as c
-from turnlens.collector import instrument
-from turnlens.collector.instrument import ToolCall
+from turnlens.instrument import tracing as instrument
+from turnlens.instrument.tracing import ToolCall
+from turnlens.kernel import contract as c
 from turnlens.sample_data.fleet import MS, Fleet, Node
 
 HTTP = "gateway-1"

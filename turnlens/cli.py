@@ -15,9 +15,9 @@ COMMAND_MODULES = (
     "turnlens.collector.commands",  # collect, ingest, compact
     "turnlens.sample_data.commands",  # simulate
     "turnlens.queries.commands",  # views, query
-    "turnlens.queries.alert_commands",  # alerts run, alerts test
+    "turnlens.alerts.commands",  # alerts run, alerts test
     "turnlens.dashboard.commands",  # dashboard
-    "turnlens.dashboard.export_commands",  # export
+    "turnlens.export.commands",  # export
     "turnlens.demo",  # demo
 )
 

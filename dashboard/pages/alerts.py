@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+from turnlens.alerts import alerting
 from turnlens.dashboard import common, data
-from turnlens.queries import alerting
 
 st.title("Alerts")
 state = data.alert_state()

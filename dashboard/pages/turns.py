@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import streamlit as st
-from turnlens.collector import contract
 from turnlens.dashboard import common, data, filters
+from turnlens.kernel import contract
 
 ROW_LIMIT = 2000
 

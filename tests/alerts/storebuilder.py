@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from turnlens.collector import contract
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel import contract
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 from turnlens.queries.catalog import write_catalog
 
 MS = 1_000_000  # nanoseconds in a millisecond

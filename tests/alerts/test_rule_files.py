@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from turnlens.queries import alerting
+from turnlens.alerts import alerting
 from turnlens.queries.catalog import QUERIES_DIR
 
 TESTS = sorted((alerting.ALERTS_DIR / "tests").glob("*.test.toml"))

@@ -12,8 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from turnlens.collector import contract as c
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel import contract as c
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 from turnlens.queries.catalog import write_catalog
 
 T0_MS = 1_795_000_000_000  # 2026-11-18

@@ -19,8 +19,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from turnlens.collector import contract as c
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel import contract as c
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 from turnlens.queries import catalog
 
 T0_MS = 1_795_000_000_000  # 2026-11-18, a whole second: every test time is an offset from it

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
-from turnlens.collector import contract as c
+from turnlens.kernel import contract as c
 
 SIDE_EFFECTING = ("button_reversible", "soft_irreversible", "hard_irreversible")
 REGISTRY = Path(__file__).resolve().parents[2] / "sample_data" / "tool_registry.toml"

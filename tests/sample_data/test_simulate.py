@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from turnlens.collector import contract as c
+from turnlens.kernel import contract as c
 from turnlens.sample_data.scenarios import FINDING_KINDS, SCENARIOS
 from turnlens.sample_data.simulate import Simulation, parse_mix, to_request
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
-from turnlens.queries import alerting
-from turnlens.queries.alert_testing import run_test_file
+from turnlens.alerts import alerting
+from turnlens.alerts.testing import run_test_file
 from turnlens.queries.catalog import CATALOG_FILE, connect
 
 

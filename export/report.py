@@ -2,7 +2,7 @@
 
 Reviewers read it without turnlens: HTML carries its charts as inline SVG and nothing from the
 network; Markdown pastes into a ticket; JSON carries the same sections for machines. Data comes from
-the named queries in `queries/export/`; the swimlane is the dashboard's own chart (dashboard/charts.py).
+the named queries in `export/sql/`; the swimlane is the dashboard's own chart (dashboard/charts.py).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Any, Literal
 
 import duckdb
 import pandas as pd
-from turnlens.collector.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK, LAYERS
-from turnlens.queries.alerting import load_history
-from turnlens.queries.catalog import QUERIES_DIR, connect, execute_script
+from turnlens.alerts.alerting import load_history
+from turnlens.kernel.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK, LAYERS
+from turnlens.queries.catalog import connect, execute_script
 
 from turnlens import __version__
 
-EXPORT_SQL = QUERIES_DIR / "export"
+EXPORT_SQL = Path(__file__).resolve().parent / "sql"
 # Section key → (title, query file). Checked both ways against the folder by the tests.
 SECTIONS: dict[str, tuple[str, str]] = {
     "summary": ("Summary", "select_incident_summary.sql"),

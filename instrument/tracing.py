@@ -23,8 +23,8 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import Span
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from turnlens.collector import contract as c
-from turnlens.collector.hlc import HybridLogicalClock
+from turnlens.kernel import contract as c
+from turnlens.kernel.hlc import HybridLogicalClock
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Evaluates the alert rule files at a given time, keeps each alert's state in the store, and notifies.
 
-A rule is a SQL file in `queries/alerts/` returning one row per firing instance (its labels); this
+A rule is a SQL file in `alerts/rules/` returning one row per firing instance (its labels); this
 module reads its header, runs it with the evaluation time bound as a parameter, moves every alert
 through pending → firing → resolved (honouring `for` across runs, fingerprinted by labels) and tells
 the notifiers only what changed, except Alertmanager, which expects firing alerts to be re-sent.
@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import duckdb
-from turnlens.collector.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK
+from turnlens.kernel.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK
 from turnlens.queries.catalog import CatalogError, load_views, read_order
 
-ALERTS_DIR = Path(__file__).resolve().parent / "alerts"
+ALERTS_DIR = Path(__file__).resolve().parent / "rules"
 STATE_FOLDER = "alerts"  # DIR/alerts/ of the store, beside the segments, never inside the catalog
 STATE_FILE = "state.json"
 HISTORY_FILE = "history.jsonl"  # every firing/resolved transition, read by the incident export
