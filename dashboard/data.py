@@ -326,17 +326,17 @@ def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
 
 def alert_state() -> Any:
     """The alert state `turnlens alerts run` keeps in the store (empty when it never ran)."""
-    from turnlens.alerts import alerting
+    from turnlens.alerts import state
 
     store = settings().store_dir
-    return alerting.AlertState.load(store / alerting.STATE_FOLDER / alerting.STATE_FILE)
+    return state.AlertState.load(store / state.STATE_FOLDER / state.STATE_FILE)
 
 
 def alert_history() -> pd.DataFrame:
     """Every firing/resolved transition recorded in the store, newest first."""
-    from turnlens.alerts import alerting
+    from turnlens.alerts import history
 
-    records = alerting.load_history(settings().store_dir)
+    records = history.load_history(settings().store_dir)
     return pd.json_normalize(records)[::-1].reset_index(drop=True) if records else pd.DataFrame()
 
 

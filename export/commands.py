@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import duckdb
-from turnlens.alerts.alerting import parse_time
+from turnlens.alerts.rules import parse_time
 
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import duckdb
 import pandas as pd
-from turnlens.alerts.alerting import load_history
+from turnlens.alerts.history import load_history
 from turnlens.kernel.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK, LAYERS
 from turnlens.queries.catalog import connect, execute_script
 

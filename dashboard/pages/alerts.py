@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-from turnlens.alerts import alerting
+from turnlens.alerts import rules as alert_rules
+from turnlens.alerts import state as alert_state
 from turnlens.dashboard import common, data
 
 st.title("Alerts")
 state = data.alert_state()
 st.caption(
-    f"State kept in `{data.settings().store_dir / alerting.STATE_FOLDER}` by `turnlens alerts run`"
+    f"State kept in `{data.settings().store_dir / alert_state.STATE_FOLDER}` by `turnlens alerts run`"
     + (
         f"; last evaluation {state.evaluated_at}."
         if state.evaluated_at
@@ -51,8 +52,8 @@ else:
 
 st.subheader("Rules")
 try:
-    rules = alerting.load_rules()
-except alerting.RuleError as exc:
+    rules = alert_rules.load_rules()
+except alert_rules.RuleError as exc:
     st.error(f"The rule files are broken: {exc}")
     rules = []
 firing_by_rule = (
@@ -63,7 +64,7 @@ for rule in rules:
     badge = f":red-badge[{firing} firing]" if firing else ":green-badge[ok]"
     labels = " ".join(f"`{k}={v}`" for k, v in rule.labels.items())
     with st.expander(
-        f"**{rule.name}** · {rule.severity} · for {alerting.format_duration(rule.for_)} {badge}"
+        f"**{rule.name}** · {rule.severity} · for {alert_rules.format_duration(rule.for_)} {badge}"
     ):
         st.markdown(f"{rule.summary}  \n{labels}")
         st.caption(rule.description)
