@@ -7,6 +7,7 @@ import re
 from typing import Literal
 
 import streamlit as st
+from turnlens.collector import quarantine
 from turnlens.dashboard import data
 from turnlens.export import report
 
@@ -35,11 +36,14 @@ def file_name(session_id: str, turn_id: str, fmt: Format) -> str:
 
 def build(session_id: str, turn_id: str, fmt: Format) -> bytes:
     """The incident file of one turn, read through the dashboard's hardened read-only connection."""
-    cursor = data.cursor()
-    try:
-        return report.export_incident(cursor, session_id=session_id, turn_id=turn_id, fmt=fmt).encode()
-    finally:
-        cursor.close()
+    def once() -> bytes:
+        cursor = data.cursor()
+        try:
+            return report.export_incident(cursor, session_id=session_id, turn_id=turn_id, fmt=fmt).encode()
+        finally:
+            cursor.close()
+
+    return quarantine.retrying(data.settings().store_dir, once)  # past a segment that cannot be read
 
 
 def render(*, session_id: str, turn_id: str) -> None:

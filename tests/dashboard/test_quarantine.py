@@ -63,6 +63,26 @@ def test_a_query_quarantines_the_segment_and_answers(broken_store: tuple[Path, P
     assert "truncated.parquet" in listed.stdout and "3000" in listed.stdout
 
 
+def test_export_and_alerts_read_past_it(broken_store: tuple[Path, Path]) -> None:
+    copy, broken = broken_store
+    session_id, turn_id = storefixture.CANCELLED
+    out = copy.parent / "incident.md"
+    run = _turnlens(
+        "export", "--store", str(copy), "--session", session_id, "--turn", turn_id, "--out", str(out)
+    )
+    assert run.returncode == 0, run.stderr
+    assert "cancelled_but_committed" in out.read_text()
+    _moved(copy, broken)
+    again = _truncate_a_copy(copy)
+    alerts = _turnlens(
+        *("alerts", "run", "--store", str(copy), "--at", "2026-11-18T11:10:00Z"),
+        *("--state", str(copy.parent / "state.json"), "--notify", f"file:{copy.parent / 'n.jsonl'}"),
+    )
+    assert alerts.returncode in (1, 2), alerts.stderr  # warnings/criticals firing; 3 would be a rule error
+    assert "Error" not in alerts.stderr
+    assert not again.exists()
+
+
 def test_materialize_and_the_catalog_carry_on(broken_store: tuple[Path, Path]) -> None:
     copy, broken = broken_store
     run = _turnlens("materialize", "--store", str(copy), "--margin", "0", "--quiet")
