@@ -35,12 +35,9 @@ from turnlens.alerts.rules import (
     bind_parameters,
     evaluate,
     fingerprint,
-    format_duration,
     iso,
     load_rules,
-    parse_duration,
     parse_rule,
-    parse_time,
     snapshot_shared_views,
 )
 from turnlens.alerts.state import (
@@ -52,6 +49,7 @@ from turnlens.alerts.state import (
     Transition,
     locked_state,
 )
+from turnlens.kernel.durations import format_duration, parse_duration, parse_time
 
 __all__ = [
     "ALERTS_DIR",

@@ -18,8 +18,10 @@ from typing import Any
 
 import duckdb
 from turnlens.kernel.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK
+from turnlens.kernel.durations import format_duration, parse_duration, parse_time
 from turnlens.queries.catalog import CatalogError, load_views, read_order
 
+__all__ = ["format_duration", "parse_duration", "parse_time"]  # the kernel's, used by the rules here
 ALERTS_DIR = Path(__file__).resolve().parent / "rules"
 SEVERITIES = ("critical", "warning", "info")
 RESERVED_LABELS = ("alertname", "severity")
@@ -31,40 +33,12 @@ _HEADER_KEY = re.compile(r"^--\s?(\w+):\s?(.*)$")
 _CONTINUATION = re.compile(r"^--\s{3,}(.*)$")
 _PARAM = re.compile(r"\$(\w+)")
 _TEMPLATE = re.compile(r"\{(\w+)\}")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _IDENTIFIER = re.compile(r"\b([a-z_][a-z0-9_]*)\b")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 class RuleError(Exception):
     """A rule file is malformed: missing header keys, a bad severity or duration, an unknown parameter."""
-
-
-def parse_duration(text: str) -> timedelta:
-    """`90s`, `5m`, `1h30m`, `0s` → timedelta; anything else is an error."""
-    text = text.strip()
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 30s, 5m, 1h30m)")
-    return timedelta(seconds=sum(float(n) * _DURATION_UNITS[u] for n, u in parts))
-
-
-def format_duration(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    if seconds and seconds % 3600 == 0:
-        return f"{seconds // 3600}h"
-    if seconds and seconds % 60 == 0:
-        return f"{seconds // 60}m"
-    return f"{seconds}s"
-
-
-def parse_time(text: str) -> datetime:
-    """An ISO-8601 time; a time without an offset is taken as UTC. Returned in UTC."""
-    moment = datetime.fromisoformat(text.strip())
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 def iso(moment: datetime) -> str:

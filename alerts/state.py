@@ -18,9 +18,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from turnlens.alerts.rules import Instance, Rule, iso, parse_time
+from turnlens.alerts.rules import Instance, Rule, iso
+from turnlens.kernel import layout
+from turnlens.kernel.durations import parse_time
 
-STATE_FOLDER = "alerts"  # DIR/alerts/ of the store, beside the segments, never inside the catalog
+STATE_FOLDER = layout.ALERTS_DIR  # DIR/alerts/ of the store, beside the segments, never inside the catalog
 STATE_FILE = "state.json"
 RESOLVED_RETENTION = timedelta(minutes=15)  # Prometheus re-sends resolved alerts this long
 OUTBOX_LIMIT = 10_000  # undelivered records kept per target; beyond it the oldest are dropped (and said so)

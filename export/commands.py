@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import duckdb
-from turnlens.alerts.rules import parse_time
 from turnlens.collector import quarantine
+from turnlens.kernel.durations import parse_time
 
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import duckdb
 import pandas as pd
 from turnlens.alerts.history import load_history
-from turnlens.kernel.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK, LAYERS
+from turnlens.kernel.contract import LAYERS, format_hlc
 from turnlens.queries.catalog import execute_script
 
 EXPORT_SQL = Path(__file__).resolve().parent / "sql"
@@ -44,13 +44,6 @@ class ExportError(ValueError):
 # --- values as a reviewer reads them ---------------------------------------------------------------
 
 
-def hlc_text(packed: int) -> str:
-    """A packed HLC as `2026-01-01T12:00:00.123Z+3` (physical time in UTC, then the logical counter)."""
-    physical, logical = packed >> HLC_LOGICAL_BITS, packed & HLC_LOGICAL_MASK
-    stamp = datetime.fromtimestamp(physical / 1000, UTC).isoformat(timespec="milliseconds")
-    return f"{stamp.replace('+00:00', 'Z')}+{logical}"
-
-
 def utc_text(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
@@ -70,7 +63,7 @@ def display(column: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int) and is_hlc(column) and value > 0:
-        return hlc_text(value)
+        return format_hlc(value)
     if isinstance(value, int) and is_ns(column) and value > 0:
         return utc_text(value)
     if isinstance(value, datetime):

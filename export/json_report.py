@@ -12,13 +12,13 @@ from turnlens.export.gather import (
     Section,
     display,
     headline,
-    hlc_text,
     is_hlc,
     is_ns,
     jsonable,
     utc_text,
     verdict_matrix,
 )
+from turnlens.kernel.contract import format_hlc
 
 from turnlens import __version__
 
@@ -32,7 +32,7 @@ def render_json(incident: Incident) -> str:
                 value = row.get(c)
                 if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                     if is_hlc(c):
-                        record[f"{c}_text"] = hlc_text(value)
+                        record[f"{c}_text"] = format_hlc(value)
                     elif is_ns(c):
                         record[f"{c}_utc"] = utc_text(value)
             out.append(record)

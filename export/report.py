@@ -21,7 +21,6 @@ from turnlens.export.gather import (
     display,
     gather,
     headline,
-    hlc_text,
     utc_text,
     verdict_matrix,
 )
@@ -42,7 +41,6 @@ __all__ = [
     "export_incident",
     "gather",
     "headline",
-    "hlc_text",
     "md_text",
     "render_html",
     "render_json",

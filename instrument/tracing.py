@@ -110,7 +110,7 @@ class HLCSpanProcessor(SpanProcessor):
 
 
 def idempotency_key(tool_name: str, arguments: Mapping[str, Any], user: str, turn_nonce: str) -> str:
-    """The key DESIGN.md prescribes, made at prepare time: tool name, parsed arguments, user and a
+    """The key the span contract prescribes, made at prepare time: tool name, parsed arguments, user and a
     per-turn nonce, so a retry inside the turn de-duplicates and a deliberate re-issue does not."""
     payload = orjson.dumps([tool_name, arguments, user, turn_nonce], option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(payload).hexdigest()[:32]

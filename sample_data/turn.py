@@ -33,7 +33,7 @@ TOKEN_PRICE = 0.00002  # per generated token, in the billing events' currency
 
 @dataclass(frozen=True)
 class Label:
-    """One finding the detectors should report, in DESIGN.md's terms."""
+    """One finding the detectors should report, in the detectors' terms."""
 
     kind: str
     session_id: str

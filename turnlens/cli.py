@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from turnlens import __version__
 
@@ -22,6 +23,19 @@ COMMAND_MODULES = (
 )
 
 
+def _write_catalog(store_dir: Path, segments_glob: str) -> None:
+    """Makes a store the collector opened readable: the queries' catalog of views beside the segments."""
+    from turnlens.queries.catalog import write_catalog
+
+    write_catalog(store_dir, segments_glob)
+
+
+# The parts that must not import one another meet here: the collector calls back into the queries.
+HOOKS: dict[str, dict[str, Callable[..., object]]] = {
+    "turnlens.collector.commands": {"prepare_store": _write_catalog},
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="turnlens", description=__doc__)
     parser.add_argument("--version", action="version", version=f"turnlens {__version__}")
@@ -33,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name != name:
                 raise
             continue
-        module.register(subparsers)
+        module.register(subparsers, **HOOKS.get(name, {}))
     return parser
 
 

@@ -7,6 +7,7 @@ import streamlit as st
 from turnlens.alerts import rules as alert_rules
 from turnlens.alerts import state as alert_state
 from turnlens.dashboard import common, data
+from turnlens.kernel import durations
 
 st.title("Alerts")
 state = data.alert_state()
@@ -64,7 +65,7 @@ for rule in rules:
     badge = f":red-badge[{firing} firing]" if firing else ":green-badge[ok]"
     labels = " ".join(f"`{k}={v}`" for k, v in rule.labels.items())
     with st.expander(
-        f"**{rule.name}** · {rule.severity} · for {alert_rules.format_duration(rule.for_)} {badge}"
+        f"**{rule.name}** · {rule.severity} · for {durations.format_duration(rule.for_)} {badge}"
     ):
         st.markdown(f"{rule.summary}  \n{labels}")
         st.caption(rule.description)

@@ -1,4 +1,4 @@
-"""DESIGN.md's detector table applied in plain Python to the spans the simulator emitted, so the tests
+"""The detector table applied in plain Python to the spans the simulator emitted, so the tests
 can check the labels against the data itself rather than against the scenarios' intentions."""
 
 from __future__ import annotations
