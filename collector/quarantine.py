@@ -141,10 +141,16 @@ def recover(store_dir: Path, error: BaseException) -> list[Path]:
     return moved + sweep(store_dir)
 
 
-def retrying(store_dir: Path, read: Callable[[], T]) -> T:
-    """`read()`, and once more after quarantining, when it failed on an unreadable segment of `store_dir`."""
+def retrying(store_dir: Path, read: Callable[[], T], *, unless: tuple[type[Exception], ...] = ()) -> T:
+    """`read()`, and once more after quarantining, when it failed on an unreadable segment of `store_dir`.
+
+    Errors of the `unless` types cannot come from a segment (a view missing from an old catalog): they
+    are raised as they are, without looking at the segments.
+    """
     try:
         return read()
+    except unless:
+        raise
     except Exception as exc:
         if not recover(store_dir, exc):
             raise

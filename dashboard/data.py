@@ -223,7 +223,9 @@ def _cached(
 ) -> pd.DataFrame:
     values = {k: list(v) if isinstance(v, tuple) else v for k, v in params}
     started = time.perf_counter()
-    frame = quarantine.retrying(Path(store), lambda: _on_cursor(lambda con: run_named(con, name, values)))
+    frame = quarantine.retrying(
+        Path(store), lambda: _on_cursor(lambda con: run_named(con, name, values)), unless=(StoreNotReady,)
+    )
     TIMINGS.append((name, time.perf_counter() - started))
     return frame
 
@@ -306,9 +308,10 @@ def run_turn(con: duckdb.DuckDBPyConnection, session_id: str, turn_id: str) -> d
 def _cached_turn(
     store: str, stamp: tuple[int, int], session_id: str, turn_id: str
 ) -> dict[str, pd.DataFrame | str]:
-    return quarantine.retrying(
-        Path(store), lambda: _on_cursor(lambda con: run_turn(con, session_id, turn_id))
-    )
+    def read() -> dict[str, pd.DataFrame | str]:
+        return _on_cursor(lambda con: run_turn(con, session_id, turn_id))
+
+    return quarantine.retrying(Path(store), read, unless=(StoreNotReady,))
 
 
 def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
