@@ -1,6 +1,6 @@
 """A full disk under a real `turnlens collect`: a small tmpfs holds the store. While it is full the collector
-answers 503 with Retry-After (OTLP's retryable answer), stays up, loses nothing it acknowledged, leaves no
-half-written segment, and takes spans again once space returns."""
+answers 503 with Retry-After and gRPC UNAVAILABLE (OTLP's retryable answers), stays up, loses nothing it
+acknowledged, leaves no half-written segment, and takes spans again once space returns."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import otlp_samples as s
 import pytest
 
@@ -61,6 +62,11 @@ def test_a_full_disk_gets_retryable_answers_and_loses_nothing(start_collector, s
     assert refused and all(code == 503 and "retry-after" in headers for code, headers in refused), refused
     assert collector.proc.poll() is None, "the collector died on a full disk"
     assert not [p for p in store.rglob("segments/*/*.parquet") if p.stat().st_size == 0]
+    with grpc.insecure_channel(collector.grpc) as channel:  # gRPC answers the same, in its own words
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        with pytest.raises(grpc.RpcError) as refused_grpc:
+            export(s.simple_request(300, seed=5_000).SerializeToString(), timeout=30)
+    assert refused_grpc.value.code() == grpc.StatusCode.UNAVAILABLE
 
     filler.unlink()  # space returns
     request = s.simple_request(300, seed=10_000)
