@@ -25,12 +25,13 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 from turnlens.collector import segments
+from turnlens.kernel import layout
 
 T = TypeVar("T")
 log = logging.getLogger("turnlens.quarantine")
 
-QUARANTINE_DIR = "quarantine"  # DIR/quarantine/<partition>/<file>: beside segments/, matched by no glob
-LOG_FILE = "_quarantine.jsonl"  # in segments/, where the views (and the dashboard's allowed folders) reach
+QUARANTINE_DIR = layout.QUARANTINE_DIR  # DIR/quarantine/<partition>/<file>: beside segments/, in no glob
+LOG_FILE = layout.QUARANTINE_LOG  # in segments/, where the views (and the dashboard's allowed folders) reach
 _NAMED_FILE = re.compile(r"""['"]?(/[^'"\s]+\.parquet)['"]?""")
 
 
