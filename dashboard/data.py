@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import duckdb
 import pandas as pd
 import streamlit as st
-from turnlens.collector import leases
+from turnlens.collector import leases, quarantine
 from turnlens.queries import catalog
 
 T = TypeVar("T")
@@ -90,7 +90,8 @@ def harden(con: duckdb.DuckDBPyConnection, store_dir: Path, *, memory_limit: str
 
     `enable_external_access = false` alone also stops the views, which read Parquet files; so the
     segments and derived (materialised views) folders are allowed first, then access is closed and the
-    configuration locked so no query (the SQL console's included) can open it again.
+    configuration locked so no query can open it again. The SQL console does not use this connection: DuckDB
+    allows writing wherever it allows reading, so the console runs in a sealed process (console.py).
     """
     [(locked,)] = con.execute("select current_setting('lock_configuration')").fetchall()
     if locked:  # DuckDB handed out this process's instance of the catalog again: it is hardened already
@@ -170,6 +171,18 @@ def read(run: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
     return catalog.retrying(attempt)
 
 
+@st.cache_resource(show_spinner=False)
+def _console(store_dir: str) -> Any:
+    from turnlens.dashboard import console
+
+    return console.Sandbox(Path(store_dir), memory_limit=read_settings().memory_limit)
+
+
+def console_sandbox() -> Any:
+    """The SQL console's sealed worker for this store (dashboard/console.py); one per dashboard process."""
+    return _console(str(settings().store_dir))
+
+
 def catalog_stamp() -> tuple[int, int]:
     """Changes whenever the catalog file is replaced; part of every cached result's key."""
     return _catalog(str(settings().store_dir)).cursor()[1]
@@ -237,9 +250,11 @@ def _ttl() -> int:
 def _cached(
     store: str, stamp: tuple[int, int], name: str, params: tuple[tuple[str, Any], ...]
 ) -> pd.DataFrame:
-    bound = {k: list(v) if isinstance(v, tuple) else v for k, v in params}
+    values = {k: list(v) if isinstance(v, tuple) else v for k, v in params}
     started = time.perf_counter()
-    frame = read(lambda con: run_named(con, name, bound))
+    frame = quarantine.retrying(
+        Path(store), lambda: read(lambda con: run_named(con, name, values)), unless=(StoreNotReady,)
+    )
     TIMINGS.append((name, time.perf_counter() - started))
     return frame
 
@@ -313,7 +328,10 @@ def run_turn(con: duckdb.DuckDBPyConnection, session_id: str, turn_id: str) -> d
 def _cached_turn(
     store: str, stamp: tuple[int, int], session_id: str, turn_id: str
 ) -> dict[str, pd.DataFrame | str]:
-    return read(lambda con: run_turn(con, session_id, turn_id))
+    def read_turn() -> dict[str, pd.DataFrame | str]:
+        return read(lambda con: run_turn(con, session_id, turn_id))
+
+    return quarantine.retrying(Path(store), read_turn, unless=(StoreNotReady,))
 
 
 def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
@@ -331,17 +349,17 @@ def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
 
 def alert_state() -> Any:
     """The alert state `turnlens alerts run` keeps in the store (empty when it never ran)."""
-    from turnlens.alerts import alerting
+    from turnlens.alerts import state
 
     store = settings().store_dir
-    return alerting.AlertState.load(store / alerting.STATE_FOLDER / alerting.STATE_FILE)
+    return state.AlertState.load(store / state.STATE_FOLDER / state.STATE_FILE)
 
 
 def alert_history() -> pd.DataFrame:
     """Every firing/resolved transition recorded in the store, newest first."""
-    from turnlens.alerts import alerting
+    from turnlens.alerts import history
 
-    records = alerting.load_history(settings().store_dir)
+    records = history.load_history(settings().store_dir)
     return pd.json_normalize(records)[::-1].reset_index(drop=True) if records else pd.DataFrame()
 
 
