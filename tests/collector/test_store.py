@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import store_procs as procs
+from turnlens.collector import quarantine
 from turnlens.collector.segments import host_tag
 from turnlens.collector.store import Store, StoreClosed, StoreOverloaded
 from turnlens.kernel.durations import parse_seconds
@@ -50,6 +51,7 @@ def base_views(root: Path) -> duckdb.DuckDBPyConnection:
     """The catalog's base views over the store in an in-memory DuckDB: what a reader sees, built in
     milliseconds (the full catalog takes seconds to write; the process tests use that one)."""
     con = duckdb.connect()
+    quarantine.ensure_log(root.resolve() / "segments")  # as write_catalog does: one base view reads it
     glob = str(root.resolve() / "segments" / "*" / "*.parquet")
     catalog.apply_views(con, glob, [view for view in catalog.load_views() if view.path.parent.name == "base"])
     return con
