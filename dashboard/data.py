@@ -2,26 +2,32 @@
 
 Pages never hold SQL; they ask for a named query in `dashboard/sql/` with bound parameters and get a
 pandas DataFrame back. The connection reads the store's catalog read-only, so ingestion is never
-blocked, and it is reopened when the catalog file is replaced by `write_catalog`.
+blocked, and it is reopened when the catalog file is replaced by `write_catalog`. Every read holds a
+reader lease (collector/leases.py), so compaction and snapshot replacement delete nothing it listed.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pandas as pd
 import streamlit as st
+from turnlens.collector import leases, quarantine
 from turnlens.queries import catalog
+
+T = TypeVar("T")
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 
@@ -84,7 +90,8 @@ def harden(con: duckdb.DuckDBPyConnection, store_dir: Path, *, memory_limit: str
 
     `enable_external_access = false` alone also stops the views, which read Parquet files; so the
     segments and derived (materialised views) folders are allowed first, then access is closed and the
-    configuration locked so no query (the SQL console's included) can open it again.
+    configuration locked so no query can open it again. The SQL console does not use this connection: DuckDB
+    allows writing wherever it allows reading, so the console runs in a sealed process (console.py).
     """
     [(locked,)] = con.execute("select current_setting('lock_configuration')").fetchall()
     if locked:  # DuckDB handed out this process's instance of the catalog again: it is hardened already
@@ -137,6 +144,43 @@ def _catalog(store_dir: str) -> _Catalog:
 def cursor() -> duckdb.DuckDBPyConnection:
     """A fresh cursor on the store's catalog (one per query: DuckDB cursors are not shared across threads)."""
     return _catalog(str(settings().store_dir)).cursor()[0]
+
+
+@contextmanager
+def reading() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A fresh cursor under a reader lease: nothing the block's queries list is deleted before it ends.
+
+    The lease is taken before the catalog's stamp is checked, so a snapshot replaced just before is seen
+    replaced (its old files are deleted only after its catalog was), never half.
+    """
+    with leases.reading(settings().store_dir):
+        con = cursor()
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+def read(run: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+    """`run(cursor)` under a reader lease, on a fresh cursor again if a store file moved under it anyway."""
+
+    def attempt() -> T:
+        with reading() as con:
+            return run(con)
+
+    return catalog.retrying(attempt)
+
+
+@st.cache_resource(show_spinner=False)
+def _console(store_dir: str) -> Any:
+    from turnlens.dashboard import console
+
+    return console.Sandbox(Path(store_dir), memory_limit=read_settings().memory_limit)
+
+
+def console_sandbox() -> Any:
+    """The SQL console's sealed worker for this store (dashboard/console.py); one per dashboard process."""
+    return _console(str(settings().store_dir))
 
 
 def catalog_stamp() -> tuple[int, int]:
@@ -193,8 +237,9 @@ def _run_sql(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any
         ) from exc
 
 
-# Timings of the queries this script run made, newest last: the benchmark and the page footers read them.
-TIMINGS: list[tuple[str, float]] = []
+# Timings of the latest queries of this process, newest last, for the benchmark (bench/dashboard.py); bounded,
+# as the dashboard server runs for days.
+TIMINGS: collections.deque[tuple[str, float]] = collections.deque(maxlen=256)
 
 
 def _ttl() -> int:
@@ -205,14 +250,13 @@ def _ttl() -> int:
 def _cached(
     store: str, stamp: tuple[int, int], name: str, params: tuple[tuple[str, Any], ...]
 ) -> pd.DataFrame:
-    con = cursor()
-    try:
-        started = time.perf_counter()
-        frame = run_named(con, name, {k: list(v) if isinstance(v, tuple) else v for k, v in params})
-        TIMINGS.append((name, time.perf_counter() - started))
-        return frame
-    finally:
-        con.close()
+    values = {k: list(v) if isinstance(v, tuple) else v for k, v in params}
+    started = time.perf_counter()
+    frame = quarantine.retrying(
+        Path(store), lambda: read(lambda con: run_named(con, name, values)), unless=(StoreNotReady,)
+    )
+    TIMINGS.append((name, time.perf_counter() - started))
+    return frame
 
 
 def _hashable(value: Any) -> Any:
@@ -295,11 +339,10 @@ def run_turn(con: duckdb.DuckDBPyConnection, session_id: str, turn_id: str) -> d
 def _cached_turn(
     store: str, stamp: tuple[int, int], session_id: str, turn_id: str
 ) -> dict[str, pd.DataFrame | str]:
-    con = cursor()
-    try:
-        return run_turn(con, session_id, turn_id)
-    finally:
-        con.close()
+    def read_turn() -> dict[str, pd.DataFrame | str]:
+        return read(lambda con: run_turn(con, session_id, turn_id))
+
+    return quarantine.retrying(Path(store), read_turn, unless=(StoreNotReady,))
 
 
 def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
@@ -317,17 +360,17 @@ def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
 
 def alert_state() -> Any:
     """The alert state `turnlens alerts run` keeps in the store (empty when it never ran)."""
-    from turnlens.alerts import alerting
+    from turnlens.alerts import state
 
     store = settings().store_dir
-    return alerting.AlertState.load(store / alerting.STATE_FOLDER / alerting.STATE_FILE)
+    return state.AlertState.load(store / state.STATE_FOLDER / state.STATE_FILE)
 
 
 def alert_history() -> pd.DataFrame:
     """Every firing/resolved transition recorded in the store, newest first."""
-    from turnlens.alerts import alerting
+    from turnlens.alerts import history
 
-    records = alerting.load_history(settings().store_dir)
+    records = history.load_history(settings().store_dir)
     return pd.json_normalize(records)[::-1].reset_index(drop=True) if records else pd.DataFrame()
 
 

@@ -10,15 +10,20 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
+from turnlens.collector import leases, quarantine
 from turnlens.kernel import layout
 from turnlens.queries import registry, settings
+
+T = TypeVar("T")
 
 QUERIES_DIR = Path(__file__).resolve().parent
 CATALOG_FILE = layout.CATALOG_FILE
@@ -153,8 +158,15 @@ def execute_script(
     """Runs SQL of one or more statements with its parameters bound; the last statement's result is returned.
 
     DuckDB binds parameters in a single statement only: a query of several (a `set variable` first, as every
-    one-turn query holds its traces) runs them one by one, each with the parameters it names.
+    one-turn query holds its traces) runs them one by one, each with the parameters it names. A script that
+    met a store file deleted after it was listed runs again (`retrying`).
     """
+    return retrying(lambda: _execute_statements(con, sql, params))
+
+
+def _execute_statements(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, Any]
+) -> duckdb.DuckDBPyConnection:
     statements = split_statements(sql)
     for statement in statements[:-1]:
         con.execute(statement, _params_of(statement, params))
@@ -246,8 +258,10 @@ def sql_string(text: str) -> str:
 
 
 def render(view: SqlView, segments_glob: str) -> str:
-    """The view's SQL with the store's segment location filled in."""
-    return view.sql.replace("{{segments}}", sql_string(segments_glob))
+    """The view's SQL with the store's segment location (and its quarantine log) filled in."""
+    log = quarantine.log_path(Path(segments_glob).parent.parent)  # the glob is segments/*/*.parquet
+    sql = view.sql.replace("{{quarantine_log}}", sql_string(str(log)))
+    return sql.replace("{{segments}}", sql_string(segments_glob))
 
 
 def apply_views(con: duckdb.DuckDBPyConnection, segments_glob: str, views: list[SqlView]) -> None:
@@ -298,7 +312,17 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
     effect the next time the catalog is written (`turnlens views --store DIR --rebuild`).
     """
     store_dir.mkdir(parents=True, exist_ok=True)
+    leases.ensure_lock_file(store_dir)
+    quarantine.ensure_log(Path(segments_glob).parent.parent)  # quarantined_segments reads it
+    # binding the views reads every segment's footer (under a reader lease): an unreadable segment is
+    # quarantined, and the catalog written again
+    with leases.reading(store_dir):
+        return quarantine.retrying(store_dir, lambda: _write_catalog(store_dir, segments_glob, queries_dir))
+
+
+def _write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path) -> Path:
     target = store_dir / CATALOG_FILE
+    remove_stale_tmp(store_dir)
     tmp = store_dir / f".{CATALOG_FILE}.{os.getpid()}.tmp"
     tmp.unlink(missing_ok=True)
     con = duckdb.connect(str(tmp))
@@ -311,8 +335,12 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
         apply_snapshot(con, store_dir, segments_glob, views)
         con.execute("commit")
         con.execute("checkpoint")
-    finally:
+    except BaseException:
         con.close()
+        tmp.unlink(missing_ok=True)
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
+        raise
+    con.close()
     Path(f"{tmp}.wal").unlink(missing_ok=True)
     os.replace(tmp, target)
     return target
@@ -340,6 +368,36 @@ def update_derived(store_dir: Path, segments_glob: str, queries_dir: Path = QUER
     Path(f"{tmp}.wal").unlink(missing_ok=True)
     os.replace(tmp, target)
     return target
+
+
+STALE_TMP_AGE_S = 3600.0  # a catalog is written in seconds: a temporary one this old is abandoned
+_CATALOG_TMP = re.compile(rf"^\.{re.escape(CATALOG_FILE)}\.(?P<pid>\d+)\.tmp(?:\.wal)?$")
+
+
+def remove_stale_tmp(store_dir: Path) -> int:
+    """Removes the temporary catalogs (and their WAL) of runs that were killed: their process is gone."""
+    removed = 0
+    for path in store_dir.glob(f".{CATALOG_FILE}.*.tmp*"):
+        match = _CATALOG_TMP.match(path.name)
+        if match is None or int(match["pid"]) == os.getpid():
+            continue
+        try:
+            if not _pid_alive(int(match["pid"])) or time.time() - path.stat().st_mtime > STALE_TMP_AGE_S:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
 
 
 def apply_snapshot(
@@ -381,3 +439,45 @@ def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
         # instance's configuration (dashboard/data.py, harden) after this very setting was made on it
         pass
     return con
+
+
+# --- reading while files are replaced ---------------------------------------------------------------------
+
+READ_ATTEMPTS = 4  # a read that met a moved file is run again at most this many times in all
+# how DuckDB says a file was gone: when it opened a file it had listed, or when a listed path matched nothing
+_MOVED_FILE = ("No such file or directory", "No files found that match the pattern")
+
+
+def moved_file(exc: BaseException) -> bool:
+    """Whether a DuckDB error says a file it had listed was gone when it opened it (compaction, retention or a
+    snapshot replaced it): the read is worth running again, it will list the files anew."""
+    return isinstance(exc, duckdb.IOException) and any(phrase in str(exc) for phrase in _MOVED_FILE)
+
+
+def retrying(read: Callable[[], T], *, attempts: int = READ_ATTEMPTS) -> T:
+    """`read()`, run again (a few times, bounded) while it fails only because a store file moved under it.
+
+    A reader holding a lease (`reading`) never meets one; a reader without (the lease timed out, or the
+    catalogue it opened named a snapshot that has since been replaced) may, and a fresh listing succeeds.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return read()
+        except duckdb.IOException as exc:
+            if not moved_file(exc) or attempt == attempts:
+                raise
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+@contextmanager
+def reading(store_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to the store's catalogue under a reader lease (collector/leases.py): no file the
+    connection lists is deleted before the block ends. For reads of bounded length: alerts, exports, commands.
+    """
+    with leases.reading(store_dir):
+        con = connect(store_dir)
+        try:
+            yield con
+        finally:
+            con.close()

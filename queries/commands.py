@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from turnlens.collector import segments
+from turnlens.collector import quarantine, segments
 from turnlens.kernel import layout
 from turnlens.queries import catalog, materialize, settings
 
@@ -36,7 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     views.set_defaults(func=run_views)
 
     mat = subparsers.add_parser(
-        "materialize", help="write the snapshot the per-turn views read (collectors run it on an interval)"
+        "materialize",
+        help="write the snapshot the per-turn views read (collectors run it on an interval)",
+        epilog="Exit codes: 0 written, 1 the snapshot failed, 2 --store is not a store folder, "
+        "75 another snapshot is being written.",
     )
     mat.add_argument("--store", type=Path, required=True, help="the store folder")
     mat.add_argument("--full", action="store_true", help="recompute every turn, not only the touched ones")
@@ -58,6 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     mat.add_argument("--json", action="store_true", help="print what each run did as one JSON line")
     mat.add_argument("--quiet", action="store_true", help="print nothing on success")
+    mat.add_argument("--grace", type=float, default=materialize.GRACE_S, metavar="SECONDS",
+                     help="keep a replaced snapshot for readers outside turnlens (default %(default)s)")
     mat.set_defaults(func=run_materialize)
 
     query = subparsers.add_parser("query", help="run SQL or a named query against a store's views")
@@ -132,7 +137,7 @@ def run_views(args: argparse.Namespace) -> int:
             print("turnlens: --markdown documents every view; leave out VIEW", file=sys.stderr)
             return 2
         if args.store is not None:
-            with catalog.connect(args.store) as con:
+            with catalog.reading(args.store) as con:
                 rows = catalog.describe_views(con)
         else:
             rows = empty_store_views()
@@ -141,7 +146,7 @@ def run_views(args: argparse.Namespace) -> int:
     if args.store is not None:
         if args.rebuild:
             catalog.write_catalog(args.store, layout.segments_glob(args.store))
-        with catalog.connect(args.store) as con:
+        with catalog.reading(args.store) as con:
             rows = catalog.describe_views(con)
     else:
         rows = [
@@ -174,19 +179,9 @@ def run_query(args: argparse.Namespace) -> int:
         for name, value in settings.resolve(overrides=overrides).items():
             if name in overrides:
                 overrides[name] = str(value)
-        with catalog.connect(args.store) as con:
-            for name, value in overrides.items():
-                # the name was checked by settings.resolve above (a name cannot be bound); the value is bound
-                con.execute(f"set variable {name} = $value", {"value": float(value)})
-            if args.sql in named:
-                cursor = catalog.run_named(con, args.sql, params)
-            else:
-                if params:
-                    known = ", ".join(sorted(named))
-                    raise catalog.CatalogError(f"--param is for named queries; known: {known}")
-                cursor = con.execute(args.sql)
-            columns = [d[0] for d in cursor.description] if cursor.description else []
-            rows = cursor.fetchall() if columns else []
+        if params and args.sql not in named:
+            raise catalog.CatalogError(f"--param is for named queries; known: {', '.join(sorted(named))}")
+        columns, rows = quarantine.retrying(args.store, lambda: _query(args, named, params, overrides))
     except (duckdb.Error, catalog.CatalogError, settings.SettingsError) as exc:
         print(f"turnlens: {exc}", file=sys.stderr)
         return 1
@@ -194,10 +189,31 @@ def run_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _query(
+    args: argparse.Namespace, named: dict[str, Any], params: dict[str, str], overrides: dict[str, str]
+) -> tuple[list[str], list[Any]]:
+    """One run of `turnlens query`: its column names and rows, read under a reader lease."""
+    with catalog.reading(args.store) as con:
+        for name, value in overrides.items():
+            # the name was checked by settings.resolve (a name cannot be bound); the value is bound
+            con.execute(f"set variable {name} = $value", {"value": float(value)})
+        if args.sql in named:
+            cursor = catalog.run_named(con, args.sql, params)
+        else:
+            cursor = con.execute(args.sql)
+        columns = [d[0] for d in cursor.description] if cursor.description else []
+        return columns, cursor.fetchall() if columns else []
+
+
 def run_materialize(args: argparse.Namespace) -> int:
     """Brings the derived state up to date, once or `--every` SECONDS until stopped; exit 0 when written, 1
-    on an
-    error, 75 (EX_TEMPFAIL) if another process is writing it (with --every: that run is skipped)."""
+    on an error, 2 when --store is no store folder, 75 (EX_TEMPFAIL) if another process is writing it (with
+    --every: that run is skipped)."""
+    if not (args.store / segments.SEGMENTS_DIR).is_dir():
+        print(
+            f"turnlens materialize: {args.store} is not a store folder (no segments/ in it)", file=sys.stderr
+        )
+        return 2
     while True:
         code = _materialize_once(args)
         if args.every is None:
@@ -207,13 +223,18 @@ def run_materialize(args: argparse.Namespace) -> int:
 
 def _materialize_once(args: argparse.Namespace) -> int:
     try:
-        summary = materialize.materialize(
+        # an unreadable segment is moved aside rather than freezing the snapshot
+        summary = quarantine.retrying(
             args.store,
-            layout.segments_glob(args.store),
-            full=args.full,
-            margin_s=args.margin,
-            threads=args.threads,
-            memory_limit=args.memory_limit,
+            lambda: materialize.materialize(
+                args.store,
+                layout.segments_glob(args.store),
+                full=args.full,
+                margin_s=args.margin,
+                threads=args.threads,
+                memory_limit=args.memory_limit,
+                grace_s=args.grace,
+            ),
         )
     except materialize.MaterializeBusy as exc:
         if args.every is None:

@@ -24,7 +24,7 @@ time,
 newest first, publishing each bucket as it is done, so readers see the recent turns first and how far the
 build
 got (turnlens_snapshot.partitions / partitions_total). Files a new manifest no longer names are handed to
-compaction's deferred deletion (collector/compaction.py, schedule_deletion), as replaced segments are.
+compaction's deferred deletion (collector/compaction.py, retire), as replaced segments are.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import json
 import math
 import os
 import re
-import shutil
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -44,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from turnlens.collector import compaction, segments
+from turnlens.collector import compaction, leases, segments
 from turnlens.kernel import layout
 from turnlens.queries import catalog, registry
 
@@ -409,8 +408,12 @@ def materialize(
     threads: int | None = None,
     memory_limit: str | None = None,
     now_ns: int | None = None,
+    grace_s: float = GRACE_S,
 ) -> dict[str, Any]:
     """Brings the store's derived state up to now minus `margin_s` and rewrites the catalogue to read it.
+
+    The run reads under a reader lease (no segment it listed is deleted under it); the files it replaces are
+    retired for deletion after `grace_s`, like a replaced segment.
 
     A refresh when the current manifest is whole and written under the store's inputs, else a full build.
     Returns what it did: mode (full / refresh), version, watermark, partitions written, rows, seconds.
@@ -419,7 +422,7 @@ def materialize(
     started = time.perf_counter()
     TIMINGS.clear()
     watermark = (now_ns if now_ns is not None else time.time_ns()) - int(margin_s * 1e9)
-    with _lock(store_dir):
+    with _lock(store_dir), leases.reading(store_dir, long=True):
         found = read_manifest(store_dir)
         _remove_unpublished(store_dir, found)
         previous = current_snapshot(store_dir)
@@ -433,8 +436,8 @@ def materialize(
                 manifest, summary = _full_build(run, found, bucket_spans)
         finally:
             con.close()
-        _retire(store_dir, manifest, found)
-        _remove_old_format(store_dir, time.time())
+        _retire(store_dir, manifest, found, grace_s)
+        _remove_old_format(store_dir, grace_s)
     summary |= {
         "generation": manifest.generation,
         "version": manifest.version,
@@ -483,18 +486,18 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
             path.unlink(missing_ok=True)
 
 
-def _remove_old_format(store_dir: Path, now: float) -> None:
-    """Removes the snapshot folders an earlier turnlens wrote (`gen-<watermark>/`, and the temporary folders
-    of runs that died) once nothing can have read them for the grace period: no manifest names them."""
-    for folder in [
-        *store_dir.joinpath(DERIVED_DIR).glob("gen-*"),
-        *store_dir.joinpath(DERIVED_DIR).glob(".gen-*"),
-    ]:
-        if folder.is_dir() and now - folder.stat().st_mtime > GRACE_S:
-            shutil.rmtree(folder, ignore_errors=True)
+def _remove_old_format(store_dir: Path, grace_s: float) -> None:
+    """Retires the snapshot folders an earlier turnlens wrote (`gen-<watermark>/`, and the temporary folders
+    of runs that died): no manifest names them, and compaction's sweep removes them once no reader can."""
+    derived = store_dir / DERIVED_DIR
+    folders = [folder for folder in [*derived.glob("gen-*"), *derived.glob(".gen-*")] if folder.is_dir()]
+    try:
+        compaction.retire(store_dir, folders, grace_s=grace_s, lock_timeout_s=0.5)
+    except compaction.CompactionBusy:
+        pass  # the next run retires them
 
 
-def _retire(store_dir: Path, manifest: Manifest, found: Manifest | None) -> None:
+def _retire(store_dir: Path, manifest: Manifest, found: Manifest | None, grace_s: float) -> None:
     """Hands the files the previous manifest named and this one does not to compaction's deferred deletion;
     when compaction holds the store's maintenance lock they wait in the manifest for the next run."""
     retiring = set(manifest.retiring)
@@ -502,11 +505,9 @@ def _retire(store_dir: Path, manifest: Manifest, found: Manifest | None) -> None
         retiring |= (found.files() | set(found.retiring)) - manifest.files()
     if not retiring:
         return
-    root = store_dir / segments.SEGMENTS_DIR
     try:
-        compaction.schedule_deletion(
-            root, sorted(Path(name) for name in retiring), GRACE_S, lock_timeout_s=0.5
-        )
+        paths = sorted(Path(name) for name in retiring)
+        compaction.retire(store_dir, paths, grace_s=grace_s, lock_timeout_s=0.5)
         left: list[str] = []
     except compaction.CompactionBusy:
         left = sorted(retiring)
