@@ -58,6 +58,7 @@ def timeline_frame(events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] 
     hlc_ms = _hlc_ms(frame["hlc"]).fillna(wall_ms)
     position = hlc_ms if order == "hlc" else wall_ms
     frame["t_ms"] = (position - position.min()).astype(float)
+    frame["at_ms"] = position.astype(float)  # Unix ms on the same axis: the HLC (or wall clock) as a time
     frame["hlc_physical_ms"] = hlc_ms
     frame["hlc_logical"] = (frame["hlc"].astype("Int64") % (1 << contract.HLC_LOGICAL_BITS)).astype("Int64")
     frame["wall_utc"] = pd.to_datetime(frame["wall_ns"], unit="ns", utc=True).dt.strftime("%H:%M:%S.%f")
@@ -130,6 +131,7 @@ def swimlane(
     `action_window` gives the one around the tool calls and the stop.
     """
     frame = timeline_frame(events, order=order)
+    frame = frame[frame["event"] != contract.EV_STREAM_PROGRESS]  # the token line tells that story
     axis_title = "ms since the turn's first event, by " + ("HLC" if order == "hlc" else "wall clock")
     lanes = [lane for lane in LANES if lane in set(frame["lane"])] or LANES
     if window is not None:
@@ -289,3 +291,276 @@ def cancel_latency(
         .encode(y="ms:Q", tooltip=["line:N", "ms:Q"])
     )
     return alt.LayerChart(layer=[points, rules], height=260, width="container")
+
+
+# --- the waterfall: spans as bars, nested under their parents -----------------------------------------------
+
+LAYER_COLORS = ["#4c78a8", "#72b7b2", "#54a24b", "#f58518", "#9d755d", "#b279a2", "#bab0ac"]
+_INDENT = "\u00b7\u00a0\u00a0"  # one level of nesting: SVG collapses plain spaces, so a dot marks it
+LABEL_WIDTH = 260  # px of span names left of the bars; the token line's axis takes as much, so times align
+# Step events drawn on their span's row; progress events are folded into the token line instead.
+_WATERFALL_MARKS = [CANCEL, COMMIT_AFTER_STOP, COMMIT, CANCEL_STEP, COMPENSATION, FAILURE]
+
+
+def _span_order(spans: pd.DataFrame) -> list[tuple[str, int]]:
+    """(span_id, depth) depth-first, children by start time; a span whose parent is elsewhere is a root."""
+    ids = set(spans["span_id"])
+    children: dict[str | None, list[str]] = {}
+    ordered = spans.sort_values(["start_ms", "span_id"], kind="stable")
+    for span_id, parent in zip(ordered["span_id"], ordered["parent_span_id"], strict=True):
+        key = parent if isinstance(parent, str) and parent in ids else None
+        children.setdefault(key, []).append(span_id)
+    out: list[tuple[str, int]] = []
+    stack = [(span_id, 0) for span_id in reversed(children.get(None, []))]
+    while stack:
+        span_id, depth = stack.pop()
+        out.append((span_id, depth))
+        stack.extend((child, depth + 1) for child in reversed(children.get(span_id, [])))
+    return out
+
+
+def waterfall_frame(
+    events: pd.DataFrame, spans: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(bars, marks): one bar per span placed like the timeline's events, and the step events on their span.
+
+    `events` are `turn_timeline` rows (span starts, ends and events), `spans` the turn_spans rows (for the
+    parent of each span). A span that never ended runs to the turn's last event and says so.
+    """
+    timeline = timeline_frame(events, order=order)
+    edges = (
+        timeline[timeline["source"].isin(["span_start", "span_end"])] if "source" in timeline else timeline
+    )
+    starts = edges[edges["source"] == "span_start"].groupby("span_id")["at_ms"].min()
+    ends = edges[edges["source"] == "span_end"].groupby("span_id")["at_ms"].max()
+    last = float(timeline["at_ms"].max()) if len(timeline) else 0.0
+    bars = spans[["span_id", "parent_span_id", "name", "layer", "node", "status_code"]].copy()
+    bars["start_ms"] = bars["span_id"].map(starts).astype(float)
+    bars = bars[bars["start_ms"].notna()].copy()
+    bars["open"] = bars["span_id"].map(ends).isna()
+    bars["end_ms"] = bars["span_id"].map(ends).astype(float).fillna(last)
+    bars["duration_ms"] = bars["end_ms"] - bars["start_ms"]
+    depth = dict(_span_order(bars))
+    rank = {span_id: i for i, (span_id, _) in enumerate(_span_order(bars))}
+    bars["depth"] = bars["span_id"].map(depth)
+    bars["row"] = bars["span_id"].map(rank)
+    bars = bars.sort_values("row").reset_index(drop=True)
+    bars["label"] = [
+        (f"{_INDENT * (int(d) - 1)}└ " if d else "") + name + (f" #{i + 1}" if i else "")
+        for d, name, i in zip(bars["depth"], bars["name"], bars.groupby("name").cumcount(), strict=True)
+    ]
+    bars["lane"] = bars["layer"].where(bars["layer"].isin(contract.LAYERS), "unknown")
+    bars["duration"] = [
+        ("running " if still_open else "") + _duration_text(ms)
+        for ms, still_open in zip(bars["duration_ms"], bars["open"], strict=True)
+    ]
+    bars["start_utc"] = _utc_text(bars["start_ms"])
+    labels = dict(zip(bars["span_id"], bars["label"], strict=True))
+    marks = timeline[timeline["mark"].isin(_WATERFALL_MARKS) & timeline["span_id"].isin(labels)].copy()
+    marks["label"] = marks["span_id"].map(labels)
+    marks["at_utc"] = _utc_text(marks["at_ms"])
+    tool = marks["tool_name"].where(marks["tool_name"].notna(), "")
+    marks["caption"] = [
+        f"{name} {verb}".strip() if kind in (COMMIT, COMMIT_AFTER_STOP) else ""
+        for name, verb, kind in zip(
+            tool, marks["event"].str.replace("tool.", "", regex=False), marks["mark"], strict=True
+        )
+    ]
+    return bars, marks.reset_index(drop=True)
+
+
+def _time_axis() -> alt.Axis:
+    """Unix ms shown as UTC times of day with milliseconds; quantitative, so ticks stay even when zoomed."""
+    return alt.Axis(
+        labelExpr="utcFormat(datum.value, '%H:%M:%S.%L')",
+        labelAngle=0,
+        grid=True,
+        tickCount=8,
+        labelOverlap=True,
+    )
+
+
+def _duration_text(ms: float) -> str:
+    return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
+
+
+def _utc_text(ms: pd.Series) -> pd.Series:
+    return pd.to_datetime(ms, unit="ms", utc=True).dt.strftime("%H:%M:%S.%f").str[:-3]
+
+
+def stop_window(
+    events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc"
+) -> tuple[float, float] | None:
+    """The default view of a turn, Unix ms: the stretch around the tool calls and the stop (action_window)."""
+    frame = timeline_frame(events, order=order)
+    window = action_window(frame)
+    if window is None or not len(frame):
+        return None
+    base = float(frame["at_ms"].min())
+    return base + window[0], base + window[1]
+
+
+def waterfall(
+    bars: pd.DataFrame,
+    marks: pd.DataFrame,
+    *,
+    window: tuple[float, float] | None = None,
+    width: int | str = "container",
+) -> alt.LayerChart:
+    """Spans as bars on the turn's clock (HLC by default), nested under their parents, durations beside them.
+
+    The stop is a red dashed rule across every span; commits are diamonds on their tool's row, captioned
+    with the tool's name, purple when they landed after the stop. Drag to pan, scroll to zoom; `window`
+    (Unix ms) is the initial view. A click on a bar selects the span (the selection parameter `span`).
+    `token_line` draws the tokens streamed under it on the same axis.
+    """
+    rows = list(bars["label"])
+    domain = [float(window[0]), float(window[1])] if window else alt.Undefined
+    scale = alt.Scale(domain=domain, zero=False, nice=False)
+    x = alt.X("start_ms:Q", title="time (UTC) on the turn's clock", scale=scale, axis=_time_axis())
+    y = alt.Y(
+        "label:N",
+        sort=rows,
+        title=None,
+        axis=alt.Axis(
+            labelLimit=LABEL_WIDTH,
+            labelFontSize=12,
+            labelAlign="left",
+            labelPadding=LABEL_WIDTH,
+            labelOverlap=False,
+        ),
+    )
+    picked = alt.selection_point(name="span", fields=["span_id"], on="click", empty=False)
+    zoom = alt.selection_interval(name="zoom", bind="scales", encodings=["x"])
+    tooltip = [
+        alt.Tooltip("name:N", title="span"),
+        alt.Tooltip("lane:N", title="layer"),
+        alt.Tooltip("node:N"),
+        alt.Tooltip("start_utc:N", title="start (UTC)"),
+        alt.Tooltip("duration:N"),
+        alt.Tooltip("status_code:N", title="status"),
+    ]
+    span_bars = (
+        alt.Chart(bars)
+        .mark_bar(height=14, cornerRadius=2, clip=True)
+        .encode(
+            x=x,
+            x2="end_ms:Q",
+            y=y,
+            color=alt.Color("lane:N", scale=alt.Scale(domain=LANES, range=LAYER_COLORS), title="layer"),
+            opacity=alt.condition(picked, alt.value(1.0), alt.value(0.75)),
+            stroke=alt.condition(picked, alt.value("#111"), alt.value(None)),
+            strokeWidth=alt.condition(picked, alt.value(2), alt.value(0)),
+            tooltip=tooltip,
+        )
+        .add_params(picked, zoom)
+    )
+    durations = (
+        alt.Chart(bars)
+        .mark_text(align="left", dx=4, fontSize=11, color="#444", clip=True)
+        .encode(x=alt.X("end_ms:Q"), y=y, text="duration:N")
+    )
+    mark_tooltip = [
+        alt.Tooltip("event:N"),
+        alt.Tooltip("tool_name:N", title="tool"),
+        alt.Tooltip("at_utc:N", title="at (UTC)"),
+        alt.Tooltip("node:N"),
+    ]
+    at = alt.X("at_ms:Q")
+    step_marks = (
+        alt.Chart(marks)
+        .mark_point(filled=True, size=130, stroke="white", strokeWidth=1, clip=True)
+        .encode(
+            x=at,
+            y=y,
+            fill=alt.Fill("mark:N", scale=alt.Scale(domain=MARK_KINDS, range=MARK_COLORS), title="event"),
+            shape=alt.Shape("mark:N", scale=alt.Scale(domain=MARK_KINDS, range=MARK_SHAPES), title="event"),
+            tooltip=mark_tooltip,
+        )
+    )
+    captions = (
+        alt.Chart(marks[marks["caption"] != ""])
+        .mark_text(align="left", dx=8, dy=-10, fontSize=11, fontWeight="bold", color="#6a1b9a", clip=True)
+        .encode(x=at, y=y, text="caption:N")
+    )
+    layers: list[alt.Chart] = [span_bars, durations, step_marks, captions]
+    stop = marks[marks["mark"] == CANCEL].nsmallest(1, "at_ms").assign(text="stop pressed")
+    if len(stop):
+        rule = alt.Chart(stop).mark_rule(color="#d62728", strokeDash=[6, 4], strokeWidth=2, clip=True)
+        rule = rule.encode(x=at)
+        label = (
+            alt.Chart(stop)
+            .mark_text(color="#d62728", align="left", dx=4, dy=-6, fontWeight="bold", clip=True)
+            .encode(x=at, y=alt.value(0), text="text:N")
+        )
+        layers[1:1] = [rule, label]
+    chart = alt.layer(*layers).properties(height=waterfall_height(bars), width=width)
+    return chart.configure_legend(orient="bottom", columns=4, labelLimit=220).configure_axisY(
+        minExtent=LABEL_WIDTH, maxExtent=LABEL_WIDTH
+    )
+
+
+def waterfall_height(bars: pd.DataFrame) -> int:
+    """24 px a span, so a span name lines up with its bar however many there are."""
+    return max(120, 24 * len(bars))
+
+
+def token_frame(events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc") -> pd.DataFrame:
+    """`at_ms`, `tokens`: the tokens streamed so far at each `stream.progress` event, folded into one line."""
+    frame = timeline_frame(events, order=order)
+    if "stream_tokens" not in events:
+        return pd.DataFrame({"at_ms": [], "tokens": []})
+    frame["tokens"] = events["stream_tokens"].to_numpy()
+    progress = frame[(frame["event"] == contract.EV_STREAM_PROGRESS) & frame["tokens"].notna()]
+    progress = progress[["at_ms", "tokens"]].astype(float).sort_values("at_ms").reset_index(drop=True)
+    return progress.assign(at_utc=_utc_text(progress["at_ms"]))
+
+
+def token_line(
+    tokens: pd.DataFrame,
+    *,
+    stop_ms: float | None = None,
+    window: tuple[float, float] | None = None,
+    width: int | str = "container",
+) -> alt.LayerChart:
+    """The tokens streamed so far (token_frame) as a step line, aligned with the waterfall above it.
+
+    The span names' column is left empty at the same width, so a time sits under the same time above.
+    """
+    domain = [float(window[0]), float(window[1])] if window else alt.Undefined
+    x = alt.X(
+        "at_ms:Q", title=None, scale=alt.Scale(domain=domain, zero=False, nice=False), axis=_time_axis()
+    )
+    line = (
+        alt.Chart(tokens)
+        .mark_area(line={"color": "#4c78a8"}, color="#c6dbef", interpolate="step-after", clip=True)
+        .encode(
+            x=x,
+            y=alt.Y(
+                "tokens:Q",
+                title="tokens sent",
+                axis=alt.Axis(tickCount=3, titleAngle=0, titleAlign="left", titleX=-LABEL_WIDTH, titleY=-6),
+            ),
+            tooltip=[alt.Tooltip("at_utc:N", title="at (UTC)"), "tokens:Q"],
+        )
+        .add_params(alt.selection_interval(bind="scales", encodings=["x"]))
+    )
+    layers: list[alt.Chart] = [line]
+    if stop_ms is not None:
+        stop = pd.DataFrame({"at_ms": [stop_ms]})
+        layers.append(
+            alt.Chart(stop)
+            .mark_rule(color="#d62728", strokeDash=[6, 4], strokeWidth=2, clip=True)
+            .encode(x=x)
+        )
+    return (
+        alt.layer(*layers)
+        .properties(height=70, width=width)
+        .configure_axisY(minExtent=LABEL_WIDTH, maxExtent=LABEL_WIDTH)
+    )
+
+
+def stop_ms(marks: pd.DataFrame) -> float | None:
+    """When the user pressed stop (the first `cancel.requested` of waterfall_frame's marks), Unix ms."""
+    stops = marks.loc[marks["mark"] == CANCEL, "at_ms"]
+    return float(stops.min()) if len(stops) else None

@@ -30,19 +30,41 @@ def _write(param: str, value: str | list[str], default: str | list[str]) -> None
         st.query_params[param] = value
 
 
+def unknown_value(param: str, values: Sequence[str], fallback: str) -> None:
+    """Says that a link carried values this page does not know, and what it shows instead."""
+    shown = ", ".join(f"`{v}`" for v in values)
+    st.warning(
+        f"Unknown value{'s' if len(values) > 1 else ''} {shown} for `{param}` in the link; {fallback}.",
+        icon=":material/link_off:",
+    )
+
+
 def selectbox(label: str, options: Sequence[str], *, param: str, default: str, **kwargs: Any) -> str:
-    """A selectbox bound to `?param=value`."""
+    """A selectbox bound to `?param=value`; a value the options lack is reported and the default shown."""
     options = list(options)
     wanted = st.query_params.get(param, default)
+    if wanted not in options:
+        unknown_value(param, [wanted], f"showing `{default}`")
     index = options.index(wanted) if wanted in options else options.index(default)
     value = st.selectbox(label, options, index=index, key=f"url_{param}", **kwargs)
     _write(param, value, default)
     return str(value)
 
 
-def multiselect(label: str, options: Sequence[str], *, param: str, **kwargs: Any) -> list[str]:
-    """A multiselect bound to `?param=a&param=b`; values the options lack are kept (a link may name them)."""
+def multiselect(
+    label: str, options: Sequence[str], *, param: str, strict: bool = False, **kwargs: Any
+) -> list[str]:
+    """A multiselect bound to `?param=a&param=b`.
+
+    Values the options lack are kept (a link may name a tool not seen lately), unless `strict`: the options
+    are then every value there is (statuses, finding kinds, tiers), and the others are reported and dropped.
+    """
     wanted = st.query_params.get_all(param)
+    if strict:
+        unknown = [v for v in wanted if v not in options]
+        if unknown:
+            unknown_value(param, unknown, "ignoring " + ("them" if len(unknown) > 1 else "it"))
+            wanted = [v for v in wanted if v in options]
     options = list(dict.fromkeys([*options, *wanted]))
     value = st.multiselect(label, options, default=wanted, key=f"url_{param}", **kwargs)
     _write(param, list(value), [])
@@ -59,6 +81,9 @@ def text_input(label: str, *, param: str, **kwargs: Any) -> str:
 def toggle(label: str, *, param: str, default: bool = False, **kwargs: Any) -> bool:
     """A toggle bound to `?param=1` / `?param=0`."""
     raw = st.query_params.get(param)
+    if raw is not None and raw not in ("1", "0", "true", "false", "yes", "no"):
+        unknown_value(param, [raw], f"showing it {'on' if default else 'off'} (use 1 or 0)")
+        raw = None
     initial = default if raw is None else raw in ("1", "true", "yes")
     value = st.toggle(label, value=initial, key=f"url_{param}", **kwargs)
     _write(param, "1" if value else "0", "1" if default else "0")

@@ -40,10 +40,14 @@ with top[0]:
     range_key = filters.time_range()
 with top[1]:
     kinds = filters.multiselect(
-        "Only calls with finding", LEDGER_KINDS, param="kind", placeholder="any call (pick kinds to narrow)"
+        "Only calls with finding",
+        LEDGER_KINDS,
+        param="kind",
+        strict=True,
+        placeholder="any call (pick kinds to narrow)",
     )
 with top[2]:
-    tiers = filters.multiselect("Tier", TIERS, param="tier")
+    tiers = filters.multiselect("Tier", TIERS, param="tier", strict=True)
 from_ms, to_ms = common.time_window(range_key)
 ledger = data.query(
     "side_effects_ledger", from_ms=from_ms, to_ms=to_ms, kinds=kinds, tiers=tiers, limit=ROW_LIMIT
