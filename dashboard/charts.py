@@ -271,7 +271,8 @@ def verdict_matrix(verdicts: pd.DataFrame) -> alt.LayerChart:
 def cancel_latency(
     acks: pd.DataFrame, *, objective_ms: float = 100.0, page_ms: float = 500.0
 ) -> alt.LayerChart:
-    """Cancel-to-ack latency of each cancelled turn; needs `requested_at` (datetime), `cancel_to_ack_ms`."""
+    """Cancel-to-ack latency of each cancelled turn; needs `requested_at` (datetime), `cancel_to_ack_ms`,
+    `session_id` and `turn_id` (a click selects the turn: the selection parameter `turn`)."""
     points = (
         alt.Chart(acks)
         .mark_circle(size=40, opacity=0.7)
@@ -282,6 +283,9 @@ def cancel_latency(
                 alt.datum.cancel_to_ack_ms > objective_ms, alt.value("#d62728"), alt.value("#4c78a8")
             ),
             tooltip=[c for c in ("session_id", "turn_id", "origin", "cancel_to_ack_ms") if c in acks],
+        )
+        .add_params(
+            alt.selection_point(name="turn", fields=["session_id", "turn_id"], on="click", empty=False)
         )
     )
     lines = pd.DataFrame({"ms": [objective_ms, page_ms], "line": ["P95 objective", "P99 page"]})
@@ -564,3 +568,109 @@ def stop_ms(marks: pd.DataFrame) -> float | None:
     """When the user pressed stop (the first `cancel.requested` of waterfall_frame's marks), Unix ms."""
     stops = marks.loc[marks["mark"] == CANCEL, "at_ms"]
     return float(stops.min()) if len(stops) else None
+
+
+# --- the fleet: SLO panel and findings ranked ------------------------------------------------------------
+
+
+def _threshold_rules(lines: pd.DataFrame, y: str) -> list[alt.Chart]:
+    """Dashed horizontal rules with their label at the left end; `lines` has `y` and `label`."""
+    rule = alt.Chart(lines).mark_rule(strokeDash=[5, 4], color="#d62728").encode(y=f"{y}:Q")
+    text = (
+        alt.Chart(lines)
+        .mark_text(align="left", baseline="bottom", dx=4, dy=-2, color="#d62728", fontWeight="bold")
+        .encode(y=f"{y}:Q", x=alt.value(0), text="label:N")
+    )
+    return [rule, text]
+
+
+def slo_latency(windows: pd.DataFrame, *, objective_ms: float, page_ms: float) -> alt.LayerChart:
+    """Cancel-to-ack P95 and P99 per SLO window against the objective and the paging threshold.
+
+    Dragging across it selects a stretch of time (the selection parameter `brush`).
+
+    Needs `window_start` (datetime), `p95_ms`, `p99_ms`, `cancels`.
+    """
+    long = windows.melt(
+        id_vars=["window_start", "cancels"],
+        value_vars=["p95_ms", "p99_ms"],
+        var_name="percentile",
+        value_name="ms",
+    )
+    long["percentile"] = long["percentile"].map({"p95_ms": "P95", "p99_ms": "P99"})
+    lines = (
+        alt.Chart(long)
+        .mark_line(point=True, interpolate="step-after")
+        .encode(
+            x=alt.X("window_start:T", title=None, axis=alt.Axis(format="%H:%M")),
+            y=alt.Y("ms:Q", title="cancel → ack (ms)"),
+            color=alt.Color(
+                "percentile:N", scale=alt.Scale(range=["#4c78a8", "#f58518"]), legend=alt.Legend(orient="top")
+            ),
+            tooltip=[
+                alt.Tooltip("window_start:T", title="window from", format="%Y-%m-%d %H:%M"),
+                "percentile:N",
+                alt.Tooltip("ms:Q", format=".0f"),
+                "cancels:Q",
+            ],
+        )
+    )
+    thresholds = pd.DataFrame(
+        {
+            "ms": [objective_ms, page_ms],
+            "label": [f"P95 objective {objective_ms:g} ms", f"P99 pages {page_ms:g} ms"],
+        }
+    )
+    brush = alt.selection_interval(name="brush", encodings=["x"])
+    return alt.layer(lines.add_params(brush), *_threshold_rules(thresholds, "ms")).properties(
+        height=220, width="container"
+    )
+
+
+def slo_burn_rate(windows: pd.DataFrame, *, fast_burn: float = 14.4) -> alt.LayerChart:
+    """The error budget's burn rate per SLO window (1: spent exactly over the period); needs `window_start`,
+    `burn_rate`, `cancels`, `over_slo`."""
+    bars = (
+        alt.Chart(windows)
+        .mark_bar(color="#b279a2")
+        .encode(
+            x=alt.X("window_start:T", title=None, axis=alt.Axis(format="%H:%M")),
+            y=alt.Y("burn_rate:Q", title="burn rate"),
+            color=alt.condition(alt.datum.burn_rate > fast_burn, alt.value("#d62728"), alt.value("#9ecae9")),
+            tooltip=[
+                alt.Tooltip("window_start:T", title="window from", format="%Y-%m-%d %H:%M"),
+                alt.Tooltip("burn_rate:Q", format=".1f"),
+                "over_slo:Q",
+                "cancels:Q",
+            ],
+        )
+    )
+    thresholds = pd.DataFrame(
+        {"burn_rate": [1.0, fast_burn], "label": ["1 = budget spent exactly", f"{fast_burn:g} = fast burn"]}
+    )
+    return alt.layer(bars, *_threshold_rules(thresholds, "burn_rate")).properties(
+        height=220, width="container"
+    )
+
+
+def findings_ranked(findings: pd.DataFrame) -> alt.Chart:
+    """Findings per kind as one ranked bar each, most frequent first; a click selects the kind (`kind`).
+
+    Needs `kind` and `findings`; thirteen kinds read better ranked than as thirteen colours in a stack.
+    """
+    totals = (
+        findings.groupby("kind", as_index=False)["findings"].sum().sort_values("findings", ascending=False)
+    )
+    picked = alt.selection_point(name="kind", fields=["kind"], on="click", empty=False)
+    return (
+        alt.Chart(totals)
+        .mark_bar(color="#4c78a8", cursor="pointer")
+        .encode(
+            x=alt.X("findings:Q", title="findings"),
+            y=alt.Y("kind:N", sort="-x", title=None, axis=alt.Axis(labelLimit=220)),
+            opacity=alt.condition(picked, alt.value(1.0), alt.value(0.8)),
+            tooltip=["kind:N", "findings:Q"],
+        )
+        .add_params(picked)
+        .properties(height=max(80, 24 * len(totals)), width="container")
+    )

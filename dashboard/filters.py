@@ -7,6 +7,7 @@ equal to its default is left out of the URL to keep links short.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import streamlit as st
@@ -20,6 +21,10 @@ TIME_RANGES: dict[str, int | None] = {
     "24h": 24 * 3600,
     "7d": 7 * 24 * 3600,
 }
+CUSTOM = "custom"  # an absolute window: ?from=…&to=… (ISO-8601, UTC when no offset is given)
+RANGE_PARAMS = ("range", "from", "to")
+_SHARED = "shared_time_range"
+_BRUSH = "brushed_time_range"  # session state: the time range follows the user from page to page
 
 
 def _write(param: str, value: str | list[str], default: str | list[str]) -> None:
@@ -45,8 +50,13 @@ def selectbox(label: str, options: Sequence[str], *, param: str, default: str, *
     wanted = st.query_params.get(param, default)
     if wanted not in options:
         unknown_value(param, [wanted], f"showing `{default}`")
-    index = options.index(wanted) if wanted in options else options.index(default)
-    value = st.selectbox(label, options, index=index, key=f"url_{param}", **kwargs)
+    key = f"url_{param}"
+    if key in st.session_state and st.session_state[key] in options:  # the widget's own value, or set by code
+        value = st.selectbox(label, options, key=key, **kwargs)
+    else:
+        st.session_state.pop(key, None)
+        index = options.index(wanted) if wanted in options else options.index(default)
+        value = st.selectbox(label, options, index=index, key=key, **kwargs)
     _write(param, value, default)
     return str(value)
 
@@ -73,7 +83,11 @@ def multiselect(
 
 def text_input(label: str, *, param: str, **kwargs: Any) -> str:
     """A text box bound to `?param=text`."""
-    value = st.text_input(label, value=st.query_params.get(param, ""), key=f"url_{param}", **kwargs)
+    key = f"url_{param}"
+    if key in st.session_state:  # the widget's own value, or set by code
+        value = st.text_input(label, key=key, **kwargs)
+    else:
+        value = st.text_input(label, value=st.query_params.get(param, ""), key=key, **kwargs)
     _write(param, value.strip(), "")
     return value.strip()
 
@@ -90,12 +104,86 @@ def toggle(label: str, *, param: str, default: bool = False, **kwargs: Any) -> b
     return bool(value)
 
 
-def time_range(*, param: str = "range", default: str = "all") -> str:
-    """The time-window picker every list page shares."""
-    return selectbox(
+def time_range(*, default: str = "all") -> str:
+    """The time-window picker every list page shares: a window ending at the newest data, or from/to.
+
+    The choice is kept in the URL (`?range=1h`, or `?from=…&to=…`) and in the session, so moving to another
+    page through the sidebar keeps it; a link that names a range always wins.
+    """
+    _restore_shared_range()
+    _apply_brush()
+    if "url_range" not in st.session_state and (st.query_params.get("from") or st.query_params.get("to")):
+        st.session_state["url_range"] = CUSTOM  # a link with from/to means an absolute window
+        st.query_params["range"] = CUSTOM
+    key = selectbox(
         "Time range",
-        list(TIME_RANGES),
-        param=param,
+        [*TIME_RANGES, CUSTOM],
+        param="range",
         default=default,
-        help="Windows end at the newest data in the store, so a recorded incident reads like a live one.",
+        help="Windows end at the newest data in the store, so a recorded incident reads like a live one; "
+        "`custom` takes an absolute from/to (or brush the SLO chart on the Overview).",
     )
+    if key == CUSTOM:
+        text_input("From (UTC)", param="from", placeholder="2026-01-01T09:05:00")
+        text_input("To (UTC)", param="to", placeholder="2026-01-01T09:20:00")
+    else:
+        for param in ("from", "to"):
+            if param in st.query_params:
+                del st.query_params[param]
+    st.session_state[_SHARED] = range_params()
+    return key
+
+
+def range_params() -> dict[str, str]:
+    """The time range's query parameters as they stand, for links to other pages."""
+    return {p: st.query_params[p] for p in RANGE_PARAMS if st.query_params.get(p)}
+
+
+def set_custom_range(start_ms: float, end_ms: float) -> None:
+    """Makes [start, end] the time range (a brush on a chart) and reruns the page on it.
+
+    The widgets already drew this run, so the window is applied at the start of the next (time_range).
+    """
+    st.session_state[_BRUSH] = (float(start_ms), float(end_ms))
+    st.rerun()
+
+
+def _apply_brush() -> None:
+    brushed = st.session_state.pop(_BRUSH, None)
+    if brushed is None:
+        return
+    start_ms, end_ms = brushed
+    for param, ms in (("from", start_ms), ("to", end_ms)):
+        text = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        st.query_params[param] = text
+        st.session_state[f"url_{param}"] = text
+    st.query_params["range"] = CUSTOM
+    st.session_state["url_range"] = CUSTOM
+    st.session_state[_SHARED] = range_params()
+
+
+def custom_window() -> tuple[int | None, int | None]:
+    """`(from_ms, to_ms)` of `?from=…&to=…`; a value that is not a time is reported and left open."""
+    return _parse_ms("from"), _parse_ms("to")
+
+
+def _parse_ms(param: str) -> int | None:
+    raw = st.query_params.get(param, "").strip()
+    if not raw:
+        return None
+    try:
+        at = datetime.fromisoformat(raw)
+    except ValueError:
+        unknown_value(param, [raw], "leaving that end open (use ISO-8601, e.g. 2026-01-01T09:05:00Z)")
+        return None
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
+    return int(at.timestamp() * 1000)
+
+
+def _restore_shared_range() -> None:
+    """A page opened without a range in its URL takes the one chosen on the previous page."""
+    if any(p in st.query_params for p in RANGE_PARAMS):
+        return
+    for param, value in (st.session_state.get(_SHARED) or {}).items():
+        st.query_params[param] = value
+        st.session_state[f"url_{param}"] = value

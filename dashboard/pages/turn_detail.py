@@ -113,7 +113,7 @@ with common.section():
     picked = st.altair_chart(
         charts.waterfall(bars, marks, window=window),
         width="stretch",
-        height=charts.waterfall_height(bars) + 190,  # axis and legends: Streamlit does not read a layer's height
+        height=charts.waterfall_height(bars) + 190,  # + axis and legends (Streamlit ignores a layer's height)
         on_select="rerun",
         selection_mode=["span"],
         key="waterfall",
