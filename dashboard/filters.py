@@ -6,6 +6,7 @@ equal to its default is left out of the URL to keep links short.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -35,10 +36,24 @@ def _write(param: str, value: str | list[str], default: str | list[str]) -> None
         st.query_params[param] = value
 
 
+class _Run(threading.local):
+    """Per script run (Streamlit runs each in a thread of its own): where link notices go."""
+
+    notices: Any = None
+
+
+_run = _Run()
+
+
+def notice_area() -> None:
+    """Makes the top of the page the place link notices appear (app.py calls it before each page runs)."""
+    _run.notices = st.container()
+
+
 def unknown_value(param: str, values: Sequence[str], fallback: str) -> None:
-    """Says that a link carried values this page does not know, and what it shows instead."""
+    """Says, at the top of the page, that a link carried values this page does not know and what it shows."""
     shown = ", ".join(f"`{v}`" for v in values)
-    st.warning(
+    (_run.notices or st).warning(
         f"Unknown value{'s' if len(values) > 1 else ''} {shown} for `{param}` in the link; {fallback}.",
         icon=":material/link_off:",
     )
