@@ -622,8 +622,8 @@ def slo_latency(windows: pd.DataFrame, *, objective_ms: float, page_ms: float) -
         }
     )
     brush = alt.selection_interval(name="brush", encodings=["x"])
-    return alt.layer(lines.add_params(brush), *_threshold_rules(thresholds, "ms")).properties(
-        height=220, width="container"
+    return alt.LayerChart(
+        layer=[lines.add_params(brush), *_threshold_rules(thresholds, "ms")], height=220, width="container"
     )
 
 
@@ -648,8 +648,8 @@ def slo_burn_rate(windows: pd.DataFrame, *, fast_burn: float = 14.4) -> alt.Laye
     thresholds = pd.DataFrame(
         {"burn_rate": [1.0, fast_burn], "label": ["1 = budget spent exactly", f"{fast_burn:g} = fast burn"]}
     )
-    return alt.layer(bars, *_threshold_rules(thresholds, "burn_rate")).properties(
-        height=220, width="container"
+    return alt.LayerChart(
+        layer=[bars, *_threshold_rules(thresholds, "burn_rate")], height=220, width="container"
     )
 
 

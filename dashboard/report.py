@@ -325,7 +325,8 @@ table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f4f4f4;position:sticky;top:0}tr:nth-child(even) td{background:#fafafa}
 td{white-space:nowrap}td.wrap{white-space:normal;min-width:20em}
-#ledger td,#findings td,#ledger th,#findings th{white-space:normal;overflow-wrap:anywhere}#ledger,#findings{width:100%}
+#ledger td,#findings td,#ledger th,#findings th{white-space:normal;overflow-wrap:anywhere}
+#ledger,#findings{width:100%}
 td.json{font-family:ui-monospace,monospace;white-space:pre-wrap;max-width:40em;word-break:break-all}
 .sev-critical{color:#b00020;font-weight:bold}.sev-warning{color:#a15c00;font-weight:bold}
 .note{color:#666;font-style:italic}.chart{overflow-x:auto;margin:.5em 0}

@@ -48,7 +48,7 @@ def shift_lines(lines: list[bytes], delta_ms: int) -> list[bytes]:
 
 
 def write_shifted(sample: Path, out: Path, *, ends_before_now_s: float = 180.0) -> int:
-    """Writes `sample` to `out` (gzip) shifted so its last span ends `ends_before_now_s` ago; the shift in ms."""
+    """Writes `sample` to `out` (gzip) moved to end `ends_before_now_s` ago; returns the shift in ms."""
     with gzip.open(sample, "rb") as source:
         lines = [line for line in source.read().splitlines() if line.strip()]
     target_ns = time.time_ns() - int(ends_before_now_s * 1e9)

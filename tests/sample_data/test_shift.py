@@ -8,11 +8,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-from turnlens import demo
 from turnlens.collector import contract
 from turnlens.dashboard import data
 from turnlens.queries import catalog
 from turnlens.sample_data import shift
+
+from turnlens import demo
 
 SAMPLE = Path(demo.SAMPLE)
 
