@@ -88,7 +88,7 @@ if every:
 
 try:
     with st.spinner(f"Loading {page.title} …", show_time=True):  # a cold page can take a while on a big store
-        filters.notice_area()
+        filters.notice_area(page.url_path)
         page.run()
 except data.StoreNotReady as exc:
     st.warning(str(exc), icon=":material/hourglass_empty:")

@@ -25,7 +25,8 @@ TIME_RANGES: dict[str, int | None] = {
 CUSTOM = "custom"  # an absolute window: ?from=…&to=… (ISO-8601, UTC when no offset is given)
 RANGE_PARAMS = ("range", "from", "to")
 _SHARED = "shared_time_range"
-_BRUSH = "brushed_time_range"  # session state: the time range follows the user from page to page
+_BRUSH = "brushed_time_range"
+_LAST_BRUSH = "last_brushed_time_range"  # session state: the time range follows the user from page to page
 
 
 def _write(param: str, value: str | list[str], default: str | list[str]) -> None:
@@ -40,14 +41,16 @@ class _Run(threading.local):
     """Per script run (Streamlit runs each in a thread of its own): where link notices go."""
 
     notices: Any = None
+    page: str = ""
 
 
 _run = _Run()
 
 
-def notice_area() -> None:
+def notice_area(page: str) -> None:
     """Makes the top of the page the place link notices appear (app.py calls it before each page runs)."""
     _run.notices = st.container()
+    _run.page = page
 
 
 def unknown_value(param: str, values: Sequence[str], fallback: str) -> None:
@@ -59,14 +62,16 @@ def unknown_value(param: str, values: Sequence[str], fallback: str) -> None:
     )
 
 
-def selectbox(label: str, options: Sequence[str], *, param: str, default: str, **kwargs: Any) -> str:
+def selectbox(
+    label: str, options: Sequence[str], *, param: str, default: str, key: str | None = None, **kwargs: Any
+) -> str:
     """A selectbox bound to `?param=value`; a value the options lack is reported and the default shown."""
     options = list(options)
     wanted = st.query_params.get(param, default)
     if wanted not in options:
         unknown_value(param, [wanted], f"showing `{default}`")
-    key = f"url_{param}"
-    if key in st.session_state and st.session_state[key] in options:  # the widget's own value, or set by code
+    key = key or f"url_{param}"
+    if key in st.session_state and st.session_state[key] in options:  # the widget's value, changed by the user
         value = st.selectbox(label, options, key=key, **kwargs)
     else:
         st.session_state.pop(key, None)
@@ -96,10 +101,10 @@ def multiselect(
     return list(value)
 
 
-def text_input(label: str, *, param: str, **kwargs: Any) -> str:
+def text_input(label: str, *, param: str, key: str | None = None, **kwargs: Any) -> str:
     """A text box bound to `?param=text`."""
-    key = f"url_{param}"
-    if key in st.session_state:  # the widget's own value, or set by code
+    key = key or f"url_{param}"
+    if key in st.session_state:  # the widget's value, changed by the user
         value = st.text_input(label, key=key, **kwargs)
     else:
         value = st.text_input(label, value=st.query_params.get(param, ""), key=key, **kwargs)
@@ -123,30 +128,32 @@ def time_range(*, default: str = "all") -> str:
     """The time-window picker every list page shares: a window ending at the newest data, or from/to.
 
     The choice is kept in the URL (`?range=1h`, or `?from=…&to=…`) and in the session, so moving to another
-    page through the sidebar keeps it; a link that names a range always wins.
+    page through the sidebar keeps it; a link that names a range always wins. The widgets' keys are the
+    page's own: the URL, not another page's widget, gives a page its first value.
     """
+    keys = {param: f"url_{param}_{_run.page}" for param in RANGE_PARAMS}
     _restore_shared_range()
-    _apply_brush()
-    if "url_range" not in st.session_state and (st.query_params.get("from") or st.query_params.get("to")):
-        st.session_state["url_range"] = CUSTOM  # a link with from/to means an absolute window
-        st.query_params["range"] = CUSTOM
-    key = selectbox(
+    _apply_brush(keys)
+    if keys["range"] not in st.session_state and (st.query_params.get("from") or st.query_params.get("to")):
+        st.query_params["range"] = CUSTOM  # a link with from/to means an absolute window
+    range_key = selectbox(
         "Time range",
         [*TIME_RANGES, CUSTOM],
         param="range",
         default=default,
+        key=keys["range"],
         help="Windows end at the newest data in the store, so a recorded incident reads like a live one; "
         "`custom` takes an absolute from/to (or brush the SLO chart on the Overview).",
     )
-    if key == CUSTOM:
-        text_input("From (UTC)", param="from", placeholder="2026-01-01T09:05:00")
-        text_input("To (UTC)", param="to", placeholder="2026-01-01T09:20:00")
+    if range_key == CUSTOM:
+        text_input("From (UTC)", param="from", key=keys["from"], placeholder="2026-01-01T09:05:00")
+        text_input("To (UTC)", param="to", key=keys["to"], placeholder="2026-01-01T09:20:00")
     else:
         for param in ("from", "to"):
             if param in st.query_params:
                 del st.query_params[param]
     st.session_state[_SHARED] = range_params()
-    return key
+    return range_key
 
 
 def range_params() -> dict[str, str]:
@@ -159,22 +166,23 @@ def set_custom_range(start_ms: float, end_ms: float) -> None:
 
     The widgets already drew this run, so the window is applied at the start of the next (time_range).
     """
-    st.session_state[_BRUSH] = (float(start_ms), float(end_ms))
+    brushed = (float(start_ms), float(end_ms))
+    if st.session_state.get(_LAST_BRUSH) == brushed:  # the chart keeps its selection across reruns
+        return
+    st.session_state[_BRUSH] = st.session_state[_LAST_BRUSH] = brushed
     st.rerun()
 
 
-def _apply_brush() -> None:
+def _apply_brush(keys: dict[str, str]) -> None:
+    """A brushed window becomes the URL's, and the widgets start again from it."""
     brushed = st.session_state.pop(_BRUSH, None)
     if brushed is None:
         return
-    start_ms, end_ms = brushed
-    for param, ms in (("from", start_ms), ("to", end_ms)):
-        text = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        st.query_params[param] = text
-        st.session_state[f"url_{param}"] = text
+    for param, ms in zip(("from", "to"), brushed, strict=True):
+        st.query_params[param] = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
     st.query_params["range"] = CUSTOM
-    st.session_state["url_range"] = CUSTOM
-    st.session_state[_SHARED] = range_params()
+    for key in keys.values():
+        st.session_state.pop(key, None)
 
 
 def custom_window() -> tuple[int | None, int | None]:
@@ -201,4 +209,3 @@ def _restore_shared_range() -> None:
         return
     for param, value in (st.session_state.get(_SHARED) or {}).items():
         st.query_params[param] = value
-        st.session_state[f"url_{param}"] = value
