@@ -71,7 +71,7 @@ def selectbox(
     if wanted not in options:
         unknown_value(param, [wanted], f"showing `{default}`")
     key = key or f"url_{param}"
-    if key in st.session_state and st.session_state[key] in options:  # the widget's value, changed by the user
+    if key in st.session_state and st.session_state[key] in options:  # changed by the user
         value = st.selectbox(label, options, key=key, **kwargs)
     else:
         st.session_state.pop(key, None)
@@ -104,7 +104,7 @@ def multiselect(
 def text_input(label: str, *, param: str, key: str | None = None, **kwargs: Any) -> str:
     """A text box bound to `?param=text`."""
     key = key or f"url_{param}"
-    if key in st.session_state:  # the widget's value, changed by the user
+    if key in st.session_state:  # changed by the user
         value = st.text_input(label, key=key, **kwargs)
     else:
         value = st.text_input(label, value=st.query_params.get(param, ""), key=key, **kwargs)
