@@ -498,7 +498,11 @@ def waterfall(
             .encode(x=at, y=alt.value(0), text="text:N")
         )
         layers[1:1] = [rule, label]
-    chart = alt.layer(*layers).properties(height=waterfall_height(bars), width=width)
+    chart = alt.layer(*layers).properties(
+        height=waterfall_height(bars),
+        width=width,
+        usermeta={"embedOptions": {"renderer": "svg"}},  # span names and times as text in the page
+    )
     return chart.configure_legend(orient="bottom", columns=4, labelLimit=220).configure_axisY(
         minExtent=LABEL_WIDTH, maxExtent=LABEL_WIDTH
     )
