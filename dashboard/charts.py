@@ -15,6 +15,9 @@ import pandas as pd
 from turnlens.collector import contract
 
 LANES = [*contract.LAYERS, "unknown"]
+# Drawn as SVG in the dashboard (Vega's default is a canvas): labels, times and marks are part of the page,
+# readable by screen readers and by the browser tests; these charts hold hundreds of marks, not thousands.
+SVG = {"embedOptions": {"renderer": "svg"}}
 
 # What a mark on the swimlane is; the order is the legend's.
 CANCEL = "cancel requested"
@@ -294,7 +297,7 @@ def cancel_latency(
         .mark_rule(strokeDash=[4, 4], color="#999")
         .encode(y="ms:Q", tooltip=["line:N", "ms:Q"])
     )
-    return alt.LayerChart(layer=[points, rules], height=260, width="container")
+    return alt.LayerChart(layer=[points, rules], height=260, width="container", usermeta=SVG)
 
 
 # --- the waterfall: spans as bars, nested under their parents -----------------------------------------------
@@ -501,7 +504,7 @@ def waterfall(
     chart = alt.layer(*layers).properties(
         height=waterfall_height(bars),
         width=width,
-        usermeta={"embedOptions": {"renderer": "svg"}},  # span names and times as text in the page
+        usermeta=SVG,
     )
     return chart.configure_legend(orient="bottom", columns=4, labelLimit=220).configure_axisY(
         minExtent=LABEL_WIDTH, maxExtent=LABEL_WIDTH
@@ -627,7 +630,10 @@ def slo_latency(windows: pd.DataFrame, *, objective_ms: float, page_ms: float) -
     )
     brush = alt.selection_interval(name="brush", encodings=["x"])
     return alt.LayerChart(
-        layer=[lines.add_params(brush), *_threshold_rules(thresholds, "ms")], height=220, width="container"
+        layer=[lines.add_params(brush), *_threshold_rules(thresholds, "ms")],
+        height=220,
+        width="container",
+        usermeta=SVG,
     )
 
 
@@ -653,7 +659,7 @@ def slo_burn_rate(windows: pd.DataFrame, *, fast_burn: float = 14.4) -> alt.Laye
         {"burn_rate": [1.0, fast_burn], "label": ["1 = budget spent exactly", f"{fast_burn:g} = fast burn"]}
     )
     return alt.LayerChart(
-        layer=[bars, *_threshold_rules(thresholds, "burn_rate")], height=220, width="container"
+        layer=[bars, *_threshold_rules(thresholds, "burn_rate")], height=220, width="container", usermeta=SVG
     )
 
 
@@ -676,5 +682,5 @@ def findings_ranked(findings: pd.DataFrame) -> alt.Chart:
             tooltip=["kind:N", "findings:Q"],
         )
         .add_params(picked)
-        .properties(height=max(80, 24 * len(totals)), width="container")
+        .properties(height=max(80, 24 * len(totals)), width="container", usermeta=SVG)
     )
