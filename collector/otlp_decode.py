@@ -28,8 +28,8 @@ import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from turnlens.collector import contract
-from turnlens.collector.schema import EVENT_TYPE, LINK_TYPE, SEGMENT_SCHEMA
+from turnlens.kernel import contract
+from turnlens.kernel.schema import EVENT_TYPE, LINK_TYPE, SEGMENT_SCHEMA
 
 try:
     from turnlens.collector import _otlp_wire

@@ -18,15 +18,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel.layout import PARTITION_PREFIX, SEGMENT_SUFFIX, SEGMENTS_DIR  # noqa: F401 (the collector's names for them)
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
-SEGMENTS_DIR = "segments"
-PARTITION_PREFIX = "date="
 # A zero-row segment in a partition no real span falls into, so a fresh store's views bind.
 PLACEHOLDER = Path("date=1970-01-01") / "empty.parquet"
-SEGMENT_SUFFIX = ".parquet"
 # Fresh segments favour the writer's CPU (it shares a core with decoding); compaction rewrites them
-# with zstd, about half the bytes of lz4 for ~30 % more CPU (measured, see readme-parts/store.md).
+# with zstd, about half the bytes of lz4 for ~30 % more CPU (measured: docs/benchmarks.md).
 HOT_COMPRESSION = "lz4"
 COLD_COMPRESSION = "zstd"
 # Min/max statistics only where a reader filters (row groups skipped by time, id, session); on the

@@ -1,7 +1,7 @@
 """The collector's settings in one object, with one precedence: defaults < environment < command-line flags.
 
 Every setting has an environment variable (TURNLENS_<NAME>) and a flag of the same name; the table
-below is also what `turnlens collect --help` and the README show.
+below is also what `turnlens collect --help` and docs/collector.md show.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from turnlens.collector.store import parse_duration
+from turnlens.kernel.durations import parse_seconds
 
 MIB = 1024 * 1024
 
@@ -36,25 +36,25 @@ class CollectorSettings:
 
     @property
     def retention_s(self) -> float | None:
-        return parse_duration(self.retention) if self.retention else None
+        return parse_seconds(self.retention) if self.retention else None
 
     @property
     def compact_interval_s(self) -> float:
-        return parse_duration(self.compact_interval)
+        return parse_seconds(self.compact_interval)
 
     @property
     def materialize_interval_s(self) -> float | None:
         if self.materialize_interval.strip().lower() in ("off", "0", "none", "no"):
             return None
-        return parse_duration(self.materialize_interval)
+        return parse_seconds(self.materialize_interval)
 
     @property
     def materialize_margin_s(self) -> float:
-        return parse_duration(self.materialize_margin)
+        return parse_seconds(self.materialize_margin)
 
     @property
     def shutdown_grace_s(self) -> float:
-        return parse_duration(self.shutdown_grace)
+        return parse_seconds(self.shutdown_grace)
 
 
 HELP = {

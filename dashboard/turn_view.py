@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from turnlens.collector import contract
 from turnlens.dashboard import charts, common
+from turnlens.kernel import contract
 
 SPAN_PARAM = "span"  # ?span=<span_id>: the selected span, so a pasted link opens on it
 

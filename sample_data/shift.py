@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from turnlens.collector import contract
+from turnlens.kernel import contract
 
 NS_PER_MS = 1_000_000
 _TIME_FIELDS = ("startTimeUnixNano", "endTimeUnixNano")

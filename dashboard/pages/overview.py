@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 from turnlens.dashboard import charts, common, data, filters
+from turnlens.kernel import findings
 
-P99_PAGE_MS = 500.0
+P99_PAGE_MS = findings.CANCEL_TO_ACK_P99_PAGE_MS
 TURNS_PAGE = "pages/turns.py"
-TURN_PAGE = "pages/turn_detail.py"  # DESIGN.md: P1 when cancel-to-ack P99 > 500 ms for 1 minute
+TURN_PAGE = "pages/turn_detail.py"
 
 st.title("Overview")
 left, right = st.columns([1, 3], vertical_alignment="bottom")
@@ -103,8 +104,8 @@ for tile, (label, params) in zip(
     [
         ("Open the turns", {}),
         ("Open the cancelled", {"status": "cancelled"}),
-        ("Open the unpropagated", {"kind": "cancel_not_propagated"}),
-        ("Open committed despite stop", {"kind": "cancelled_but_committed"}),
+        ("Open the unpropagated", {"kind": findings.CANCEL_NOT_PROPAGATED}),
+        ("Open committed despite stop", {"kind": findings.CANCELLED_BUT_COMMITTED}),
     ],
     strict=True,
 ):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 from turnlens.dashboard import charts, common, data, export_buttons, filters, turn_view
+from turnlens.kernel import findings as finding_kinds
 
 SEVERE = ("critical", "high")
 CANCEL_LAYERS = ("http", "stream", "runtime", "tool")  # the per-layer columns of cancel_acks
@@ -69,7 +70,7 @@ metrics[0].metric(
 metrics[1].metric("Tokens before stop", "—" if pd.isna(before) else f"{int(before):,}", border=True)
 metrics[2].metric("Tool calls", len(ledger), border=True)
 after_stop = int(ledger["committed_after_stop"].fillna(False).sum())
-despite_stop = int((findings["kind"] == "cancelled_but_committed").sum()) if len(findings) else 0
+despite_stop = int((findings["kind"] == finding_kinds.CANCELLED_BUT_COMMITTED).sum()) if len(findings) else 0
 metrics[3].metric(
     "Committed despite the stop",
     despite_stop,

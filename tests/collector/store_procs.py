@@ -16,8 +16,8 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-from turnlens.collector.schema import SEGMENT_SCHEMA
 from turnlens.collector.store import Store, StoreOverloaded
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 from turnlens.queries import catalog
 
 NS_PER_DAY = 86_400 * 1_000_000_000

@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from turnlens.collector import otlp_decode
 from turnlens.collector.otlp_decode import OtlpDecodeError, decode_json, decode_protobuf
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 
 def only_row(result: otlp_decode.DecodeResult) -> dict:

@@ -26,7 +26,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 from test_schema_coverage import walk
 from turnlens.collector import otlp_decode
 from turnlens.collector.otlp_decode import OtlpDecodeError, decode_protobuf, decode_protobuf_reference
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 
 def outcome(decode: Any, body: bytes) -> tuple[Any, ...]:
@@ -149,7 +149,7 @@ def test_each_field_of_the_otlp_walk_decodes_the_same(body: bytes) -> None:
 # --- whole requests of the simulator, the benchmark, the tests ------------------------------------
 
 def test_the_simulators_requests_decode_the_same() -> None:
-    from turnlens.sample_data.fast import build_templates, counted_requests
+    from turnlens.sample_data.bulk import build_templates, counted_requests
 
     templates = build_templates(spans_per_request=512, sessions=40, seed=3)
     bodies = [template.data for template in templates]

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 import store_procs as procs
 from turnlens.collector.segments import host_tag
-from turnlens.collector.store import Store, StoreClosed, StoreOverloaded, parse_duration
+from turnlens.collector.store import Store, StoreClosed, StoreOverloaded
+from turnlens.kernel.durations import parse_seconds
 from turnlens.queries import catalog
 
 NS_PER_DAY = 86_400 * 1_000_000_000
@@ -267,11 +268,11 @@ def test_retention_drops_old_partitions_after_the_grace_period(tmp_path: Path) -
     partitions = sorted(p.name for p in (tmp_path / "segments").iterdir() if p.is_dir())
     assert len(partitions) == 4  # three days and the placeholder's
 
-    assert store.apply_retention(parse_duration("30d"), grace_s=0.5) == 1
+    assert store.apply_retention(parse_seconds("30d"), grace_s=0.5) == 1
     with base_views(tmp_path) as con:
         assert one(con, "select count(*) from spans") == (18,), "kept during the grace period"
     time.sleep(0.6)
-    assert store.apply_retention(parse_duration("30d"), grace_s=0.5) == 0
+    assert store.apply_retention(parse_seconds("30d"), grace_s=0.5) == 0
     store.close()
 
     with base_views(tmp_path) as con:
@@ -331,18 +332,3 @@ def test_append_refuses_a_table_of_another_shape(tmp_path: Path) -> None:
             store.append(pa.table({"span_id": ["a"]}))
     finally:
         store.close()
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [("30d", 2_592_000), ("12h", 43_200), ("90s", 90), ("15m", 900), ("1h30m", 5_400), ("2w", 1_209_600),
-     ("250ms", 0.25), ("45", 45), (" 1.5h ", 5_400)],
-)
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["", "d", "3x", "30 days", "-5d", "1h junk"])
-def test_parse_duration_rejects_what_it_cannot_read(text: str) -> None:
-    with pytest.raises(ValueError):
-        parse_duration(text)

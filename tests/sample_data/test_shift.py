@@ -8,8 +8,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from turnlens.collector import contract
 from turnlens.dashboard import data
+from turnlens.kernel import contract
 from turnlens.queries import catalog
 from turnlens.sample_data import shift
 
