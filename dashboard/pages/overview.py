@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 from turnlens.dashboard import charts, common, data, filters
-from turnlens.kernel import findings
+from turnlens.kernel import findings as finding_kinds
 
-P99_PAGE_MS = findings.CANCEL_TO_ACK_P99_PAGE_MS
+P99_PAGE_MS = finding_kinds.CANCEL_TO_ACK_P99_PAGE_MS
 TURNS_PAGE = "pages/turns.py"
 TURN_PAGE = "pages/turn_detail.py"
 
@@ -104,8 +104,8 @@ for tile, (label, params) in zip(
     [
         ("Open the turns", {}),
         ("Open the cancelled", {"status": "cancelled"}),
-        ("Open the unpropagated", {"kind": findings.CANCEL_NOT_PROPAGATED}),
-        ("Open committed despite stop", {"kind": findings.CANCELLED_BUT_COMMITTED}),
+        ("Open the unpropagated", {"kind": finding_kinds.CANCEL_NOT_PROPAGATED}),
+        ("Open committed despite stop", {"kind": finding_kinds.CANCELLED_BUT_COMMITTED}),
     ],
     strict=True,
 ):

@@ -232,7 +232,7 @@ def test_turn_waterfall_nests_spans_opens_around_the_stop_and_details_a_click(
     assert any(t.endswith(" committed") for t in texts), "the commit carries no tool name"
     # the axis shows times of day, and opens on a window around the stop, not the whole turn
     caption = page.get_by_text(re.compile(r"stopped \(")).first.inner_text()
-    stop = _seconds_of_day(re.search(r"at \d{4}-\d\d-\d\d (\d\d:\d\d:\d\d\.\d{3})", caption).group(1))
+    stop = _seconds_of_day(re.search(r"at \d{4}-\d\d-\d\d[ T](\d\d:\d\d:\d\d\.\d{3})", caption).group(1))
     ticks = [_seconds_of_day(t) for t in texts if re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", t)]
     step = ticks[1] - ticks[0]  # the axis may end between two ticks
     assert len(ticks) >= 3 and ticks[0] - step <= stop <= ticks[-1] + step, (ticks, stop)
