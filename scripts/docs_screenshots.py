@@ -93,6 +93,12 @@ def main(url: str, store: str, session: str, turn: str) -> None:
             page.set_viewport_size({"width": 1440, "height": MAX_HEIGHT})
             page.screenshot(path=str(OUT / "export.png"))
             _shrink(OUT / "export.png")
+            # the ledger and the findings come after the long timeline table: a picture of their own
+            top = page.locator("#ledger").bounding_box()["y"] - 80
+            bottom = page.locator("#findings").bounding_box()
+            clip = {"x": 0, "y": top, "width": 1440, "height": bottom["y"] + bottom["height"] + 20 - top}
+            page.screenshot(path=str(OUT / "export_ledger.png"), full_page=True, clip=clip)
+            _shrink(OUT / "export_ledger.png")
         browser.close()
 
 

@@ -50,7 +50,7 @@ if not len(turns):
     st.stop()
 
 st.caption(
-    f"{common.describe_window((from_ms, to_ms))} · newest first · select a row (or its ↗ link) to open it."
+    f"{common.describe_window((from_ms, to_ms))} · newest first · select a row (or click its turn id) to open it."
 )
 table = common.with_turn_links(turns)
 event = st.dataframe(
@@ -65,7 +65,6 @@ event = st.dataframe(
         "open",
         "started_at",
         "session_id",
-        "turn_id",
         "status",
         "findings",
         "finding_kinds",
@@ -77,18 +76,20 @@ event = st.dataframe(
         "tokens_streamed",
     ],
     column_config={
-        "open": common.turn_link_column(),
-        "started_at": st.column_config.DatetimeColumn(
-            "started (UTC)", format="MM-DD HH:mm:ss.SSS", width="small"
+        # the turn id is the link to the turn: one column, the width of an id
+        "open": st.column_config.LinkColumn(
+            "turn", display_text=r"turn=([^&]+)", help="Open this turn", width=135
         ),
-        "session_id": st.column_config.TextColumn("session", width="small"),
-        "turn_id": st.column_config.TextColumn("turn", width="small"),
+        "started_at": st.column_config.DatetimeColumn(
+            "started (UTC)", format="MM-DD HH:mm:ss", width=100
+        ),
+        "session_id": st.column_config.TextColumn("session", width=160),
         "status": st.column_config.TextColumn("status", width=80),
         "findings": st.column_config.NumberColumn(
             "findings", help="rows of `divergences` for this turn", width=60
         ),
-        "finding_kinds": st.column_config.ListColumn("finding kinds", width="medium"),
-        "tools": st.column_config.ListColumn("tools", width="small"),
+        "finding_kinds": st.column_config.ListColumn("finding kinds", width=180),
+        "tools": st.column_config.ListColumn("tools", width=110),
         "evidence": st.column_config.TextColumn("evidence", width="large", help="what the detectors saw"),
         "duration_ms": st.column_config.NumberColumn("duration", format="%.0f ms", width=80),
         "cancel_origin": st.column_config.TextColumn("cancel", width=90),
