@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 STORE ?= ./turnlens-data
 
-.PHONY: install demo test test-fast lint docs sample bench browser clean
+.PHONY: install demo test test-fast lint docs sample bench fuzz browser clean
 
 install: $(STAMP)
 
@@ -44,6 +44,11 @@ bench: install
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/queries.py
 	$(BIN)/python bench/dashboard.py
+
+# Malformed OTLP against a real collector; prints a JSON summary (the tests run a few hundred cases).
+FUZZ_CASES ?= 100000
+fuzz: install
+	$(BIN)/python bench/fuzz.py --cases $(FUZZ_CASES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

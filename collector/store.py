@@ -1,8 +1,8 @@
 """The span store: Parquet segments written by group commit, so a collector acknowledges only durable spans.
 
 Many request threads call `Store.append`; one writer thread gathers what arrived, writes it as one
-segment per UTC day (temporary name, fsync, rename, fsync directory) and only then wakes the callers
-whose rows it held. Readers see a segment as soon as it is renamed; DuckDB reads them through the
+segment per UTC day of receipt (temporary name, fsync, rename, fsync directory) and only then wakes
+the callers whose rows it held. Readers see a segment as soon as it is renamed; DuckDB reads them through the
 glob `segments_glob`. Compaction and retention live in compaction.py.
 """
 
@@ -262,7 +262,7 @@ class Store:
     def apply_retention(
         self, max_age_s: float, *, grace_s: float | None = None, lock_timeout_s: float = 30.0
     ) -> int:
-        """Drops the date partitions whose every span started more than `max_age_s` ago; returns how many.
+        """Drops the date partitions whose spans were all received over `max_age_s` ago; returns how many.
 
         Their files leave the disk after the grace period, on a later compaction or retention pass.
         """
@@ -357,7 +357,7 @@ class Store:
             group.done.set()
 
     def _write_group(self, group: _Group) -> int:
-        """One segment per UTC day of span start, each durable before the group is acknowledged."""
+        """One segment per UTC day of receipt, each durable before the group is acknowledged."""
         table = pa.concat_tables(group.tables)
         written = 0
         for day, rows in segments.split_by_day(table):

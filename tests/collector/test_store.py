@@ -131,11 +131,11 @@ def test_a_lone_appender_of_full_batches_is_not_held_for_the_flush_interval(tmp_
     assert store.stats.segments_written == 3
 
 
-def test_a_batch_spanning_two_days_lands_in_both_date_partitions(tmp_path: Path) -> None:
+def test_a_batch_received_across_midnight_lands_in_both_date_partitions(tmp_path: Path) -> None:
     today = time.time_ns()
     store = open_store(tmp_path)
-    today_rows = procs.spans(ids(1, 0, 3), start_ns=today)
-    store.append(pa.concat_tables([today_rows, procs.spans(ids(1, 3, 4), start_ns=today - NS_PER_DAY)]))
+    today_rows = procs.spans(ids(1, 0, 3), received_ns=today)
+    store.append(pa.concat_tables([today_rows, procs.spans(ids(1, 3, 4), received_ns=today - NS_PER_DAY)]))
     store.close()
     by_day = {p.parent.name: pq.read_table(p).num_rows for p in segment_files(tmp_path)}
     today_utc = time.strftime("%Y-%m-%d", time.gmtime(today / 1e9))
@@ -262,8 +262,8 @@ def test_two_compactors_at_once_never_merge_the_same_segment(tmp_path: Path) -> 
 def test_retention_drops_old_partitions_after_the_grace_period(tmp_path: Path) -> None:
     now = time.time_ns()
     store = open_store(tmp_path, flush_interval_s=0.0)
-    store.append(procs.spans(ids(1, 0, 5), start_ns=now - 40 * NS_PER_DAY))
-    store.append(procs.spans(ids(1, 5, 6), start_ns=now - 10 * NS_PER_DAY))
+    store.append(procs.spans(ids(1, 0, 5), received_ns=now - 40 * NS_PER_DAY))
+    store.append(procs.spans(ids(1, 5, 6), received_ns=now - 10 * NS_PER_DAY))
     store.append(procs.spans(ids(1, 11, 7), start_ns=now))
     partitions = sorted(p.name for p in (tmp_path / "segments").iterdir() if p.is_dir())
     assert len(partitions) == 4  # three days and the placeholder's
@@ -286,7 +286,7 @@ def test_retention_drops_old_partitions_after_the_grace_period(tmp_path: Path) -
 def test_the_background_thread_compacts_and_applies_retention(tmp_path: Path) -> None:
     now = time.time_ns()
     store = open_store(tmp_path, flush_interval_s=0.0, compact_interval_s=0.3, retention_s=86_400, grace_s=0)
-    store.append(procs.spans(ids(1, 0, 5), start_ns=now - 3 * NS_PER_DAY))
+    store.append(procs.spans(ids(1, 0, 5), received_ns=now - 3 * NS_PER_DAY))
     for k in range(10):
         store.append(procs.spans(ids(2, k * 10, 10)))
     assert store.stats.segments_written == 11  # the old day's segment too, before retention drops it
