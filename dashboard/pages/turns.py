@@ -50,7 +50,7 @@ if not len(turns):
     st.stop()
 
 st.caption(
-    f"{common.describe_window((from_ms, to_ms))} · newest first · select a row (or click its turn id) to open it."
+    f"{common.describe_window((from_ms, to_ms))} · newest first · select a row or click its turn to open it."
 )
 table = common.with_turn_links(turns)
 event = st.dataframe(
