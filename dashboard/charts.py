@@ -194,21 +194,6 @@ def swimlane(
     )
 
 
-def findings_over_time(findings: pd.DataFrame) -> alt.Chart:
-    """Stacked bars of findings per time bucket and kind; needs `bucket` (datetime), `kind`, `findings`."""
-    return (
-        alt.Chart(findings)
-        .mark_bar()
-        .encode(
-            x=alt.X("bucket:T", title=None),
-            y=alt.Y("findings:Q", title="findings"),
-            color=alt.Color("kind:N", title="kind", scale=alt.Scale(scheme="tableau20")),
-            tooltip=["bucket:T", "kind:N", "findings:Q"],
-        )
-        .properties(height=260, width="container")
-    )
-
-
 def skew_by_node(skew: pd.DataFrame, *, tolerance_ms: float) -> alt.LayerChart:
     """Max HLC skew per node as bars against the tolerance; needs `node` and `max_skew_ms`."""
     bars = (
