@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
-from turnlens.alerts import alerting
+from turnlens.alerts import alerting, notify
 from turnlens.alerts.testing import run_test_file
+from turnlens.collector import quarantine
 from turnlens.kernel import durations
 from turnlens.queries.catalog import CATALOG_FILE, connect
 
@@ -40,6 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         metavar="TARGET",
         help="stdout (default), file:PATH, webhook:URL, alertmanager:URL; repeatable",
+    )
+    run.add_argument(
+        "--notify-timeout",
+        type=float,
+        default=notify.POST_DEADLINE_S,
+        metavar="SECONDS",
+        help="deadline of each POST, connect to last byte of the answer (default %(default)s)",
     )
     run.add_argument(
         "--state",
@@ -98,7 +106,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         with alerting.locked_state(args.store, args.state) as state_path:
             state = alerting.AlertState.load(state_path)
             for at in _schedule(args, every):
-                code = _evaluate(args.store, rules, state, state_path, at, targets, resend)
+                code = _evaluate(
+                    args.store, rules, state, state_path, at, targets, resend, args.notify_timeout
+                )
     except KeyboardInterrupt:
         pass
     except RuntimeError as exc:
@@ -115,6 +125,7 @@ def _evaluate(
     at: datetime,
     targets: list[str],
     resend: timedelta,
+    deadline_s: float = notify.POST_DEADLINE_S,
 ) -> int:
     """One evaluation: rules, state saved, history appended, every target told. Returns the exit code."""
     if state.evaluated_at and at < durations.parse_time(state.evaluated_at):
@@ -129,20 +140,24 @@ def _evaluate(
     except duckdb.Error as exc:
         print(f"turnlens alerts: cannot open the catalog: {exc}", file=sys.stderr)
         return alerting.EXIT_ERROR
+    def recover(exc: BaseException) -> bool:  # an unreadable segment is quarantined and the rule runs again
+        return bool(quarantine.recover(store, exc))
+
     try:
         with contextlib.suppress(duckdb.Error):  # a broken view fails its rules below, one by one
-            alerting.snapshot_shared_views(con, rules)
-        result = alerting.run_once(con, rules, state, at)
+            quarantine.retrying(store, lambda: alerting.snapshot_shared_views(con, rules))
+        result = alerting.run_once(con, rules, state, at, recover=recover)
     finally:
         con.close()
+    # The news goes into every target's outbox and is saved before anything is sent; it leaves an outbox
+    # only once delivered, so a target that is down now hears it at its next successful run.
+    errors = list(result.errors)
+    errors += state.queue(targets, [alerting.alert_record(t) for t in result.transitions])
     state.save(state_path)
     alerting.append_history(state_path, result.transitions)
-    errors = list(result.errors)
     for target in targets:
-        try:
-            alerting.notify(target, result.transitions, state, at, resend)
-        except (OSError, ValueError) as exc:
-            errors.append(f"notify {target}: {exc}")
+        errors += alerting.deliver(target, state, at, resend, deadline_s=deadline_s)
+    state.save(state_path)
     for error in errors:
         print(f"turnlens alerts: {error}", file=sys.stderr)
     pending = sum(1 for a in state.alerts.values() if a.state == "pending")

@@ -34,7 +34,9 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-from turnlens.alerts.alerting import AlertState, Rule, parse_rule, run_once
+from turnlens.alerts.alerting import run_once
+from turnlens.alerts.rules import Rule, parse_rule
+from turnlens.alerts.state import AlertState
 from turnlens.kernel.contract import pack_hlc
 
 

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from turnlens.collector import quarantine
 from turnlens.collector import settings as collector_settings
 from turnlens.collector.compaction import CompactionBusy
 from turnlens.collector.store import PrepareStore, Store
@@ -30,6 +31,8 @@ def register(subparsers: argparse._SubParsersAction, prepare_store: PrepareStore
     ingest = subparsers.add_parser(
         "ingest",
         help="import OTLP JSON files (Collector file exporter JSON Lines, single requests, .gz)",
+        epilog="Exit codes: 0 stored, 1 nothing stored and problems found, 2 bad arguments (a FILE missing, "
+        "or --store is not a folder).",
     )
     ingest.add_argument("files", nargs="+", type=Path, metavar="FILE")
     ingest.add_argument("--store", type=Path, default=None, help="store directory (env TURNLENS_STORE)")
@@ -44,6 +47,14 @@ def register(subparsers: argparse._SubParsersAction, prepare_store: PrepareStore
 
 def _store_dir(args: argparse.Namespace) -> Path:
     return collector_settings.resolve(argparse.Namespace(store=args.store)).store
+
+
+def store_path_problem(root: Path) -> str | None:
+    """Why `root` cannot be a store folder (it, or a folder the store needs in it, is a file); else None."""
+    for path in (root, root / "segments", root / "derived"):
+        if path.exists() and not path.is_dir():
+            return f"{path} is a file, not a folder; --store names the store's folder"
+    return None
 
 
 def run_collect(args: argparse.Namespace) -> int:
@@ -81,6 +92,9 @@ def run_ingest(args: argparse.Namespace) -> int:
     from turnlens.collector.file_import import ingest_files
 
     root = _store_dir(args)
+    if problem := store_path_problem(root):
+        print(f"turnlens ingest: {problem}", file=sys.stderr)
+        return 2
     missing = [str(path) for path in args.files if not path.is_file()]
     if missing:
         print(f"turnlens ingest: no such file: {', '.join(missing)}", file=sys.stderr)
@@ -99,6 +113,7 @@ def run_compact(args: argparse.Namespace) -> int:
         print(f"turnlens compact: {root} is not a store", file=sys.stderr)
         return 2
     with Store(root) as store:
+        quarantine.sweep(root)  # a segment that cannot be read would fail every merge that includes it
         try:
             if args.retention:
                 dropped = store.apply_retention(parse_seconds(args.retention))

@@ -1,20 +1,31 @@
-"""The SQL console's guard: one read-only query, a row limit, a time limit, and an error a person can act on.
+"""The SQL console: queries in a sealed child process, a row limit, a time limit, a readable error.
 
-The connection is already read-only with external access closed (data.harden); this module also
-refuses any statement that is not a query, so COPY ... TO cannot write into the store's folder.
+Read-only by construction, not by inspecting statements. The queries run in a process of their own
+(`turnlens.dashboard.console_worker`): the kernel (Landlock) refuses it every file write, creation, removal
+and truncation, every TCP connection, and every read outside the catalog, segments/, derived/ and Python's own
+installation; inside it DuckDB opens the catalog read-only, may read segments/ and derived/ only, and has its
+configuration locked. `EXPLAIN ANALYZE COPY ... TO`, `EXPORT DATABASE`, `ATTACH`, `INSTALL` all fail there
+whatever DuckDB would have allowed. The statement check below only gives a friendlier first message.
 """
 
 from __future__ import annotations
 
+import pickle
+import select
+import struct
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
 
 import duckdb
 import pandas as pd
 
-# SET is admitted for `SET VARIABLE skew_tolerance_ms = 20` (the settings view reads variables); every
-# configuration option is locked by data.harden, so a SET of one fails.
+# SET VARIABLE is admitted for `SET VARIABLE skew_tolerance_ms = 20` (the settings view reads variables);
+# every configuration option is locked in the worker, so a SET of one fails there.
 ALLOWED = {
     duckdb.StatementType.SELECT,
     duckdb.StatementType.EXPLAIN,
@@ -22,6 +33,8 @@ ALLOWED = {
     duckdb.StatementType.VARIABLE_SET,
 }
 LEADING = {duckdb.StatementType.SET, duckdb.StatementType.VARIABLE_SET}
+WORKER_START_S = 60.0  # importing DuckDB and pandas and opening the catalog, on a busy machine
+WORKER_GRACE_S = 10.0  # beyond the time limit before a worker that does not answer is killed
 
 
 class ConsoleError(Exception):
@@ -37,10 +50,10 @@ class ConsoleResult:
     seconds: float
 
 
-def run(con: duckdb.DuckDBPyConnection, sql: str, *, row_limit: int, time_limit_s: float) -> ConsoleResult:
-    """Runs `sql` (queries only, `SET VARIABLE` allowed before them) and returns at most `row_limit` rows."""
+def check(sql: str) -> list[str]:
+    """The statements of `sql` if it reads only (queries, `SET VARIABLE` before them); else a ConsoleError."""
     try:
-        statements = con.extract_statements(sql)
+        statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
         raise ConsoleError(f"The SQL does not parse: {exc}") from exc
     if not statements:
@@ -54,14 +67,29 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, *, row_limit: int, time_limit_
         )
     if statements[-1].type in LEADING:
         raise ConsoleError("The last statement must be a query whose rows to show.")
+    return [s.query for s in statements]
 
+
+def is_plain_read(sql: str) -> bool:
+    """Whether `sql` is SELECTs only: the one kind a link may run without the analyst pressing Run."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error:
+        return False
+    return bool(statements) and all(s.type == duckdb.StatementType.SELECT for s in statements)
+
+
+def execute(
+    con: duckdb.DuckDBPyConnection, statements: list[str], *, row_limit: int, time_limit_s: float
+) -> ConsoleResult:
+    """Runs the statements on `con`, keeping at most `row_limit` rows of the last (inside the worker)."""
     timer = threading.Timer(time_limit_s, con.interrupt)
     started = time.perf_counter()
     timer.start()
     try:
         for statement in statements[:-1]:
-            con.execute(statement.query)
-        frame = con.sql(statements[-1].query).limit(row_limit + 1).df()
+            con.execute(statement)
+        frame = con.sql(statements[-1]).limit(row_limit + 1).df()
     except duckdb.InterruptException as exc:
         raise ConsoleError(
             f"Stopped after {time_limit_s:g} s (the console's time limit). Narrow the query: filter on "
@@ -73,3 +101,158 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, *, row_limit: int, time_limit_
         timer.cancel()
     seconds = time.perf_counter() - started
     return ConsoleResult(frame=frame.head(row_limit), truncated=len(frame) > row_limit, seconds=seconds)
+
+
+def open_sealed_catalog(
+    catalog_file: Path, read_folders: list[Path], memory_limit: str | None
+) -> duckdb.DuckDBPyConnection:
+    """The catalog, read-only, DuckDB allowed to read `read_folders` only, no extension loading, locked.
+
+    These settings give the analyst DuckDB's own messages ("disabled by configuration", "locked"); the
+    worker's Landlock seal is what holds when a setting would not.
+    """
+    con = duckdb.connect(str(catalog_file), read_only=True)
+    folders = [str(folder.resolve()) + "/" for folder in read_folders]
+    con.execute("set parquet_metadata_cache = true")
+    if memory_limit:
+        con.execute("set memory_limit = $limit", {"limit": memory_limit})
+    con.execute("set temp_directory = ''")  # nothing spills to disk: it could not be written anyway
+    con.execute("set autoinstall_known_extensions = false")
+    con.execute("set autoload_known_extensions = false")
+    con.execute("set allowed_directories = $dirs", {"dirs": folders})
+    con.execute("set enable_external_access = false")
+    con.execute("set lock_configuration = true")
+    return con
+
+
+def serve(con: duckdb.DuckDBPyConnection, requests: IO[bytes], replies: IO[bytes]) -> None:
+    """Answers (statements, row_limit, time_limit_s) frames until `requests` closes (the worker's loop)."""
+    while True:
+        request = read_frame(requests)
+        if request is None:
+            return
+        statements, row_limit, time_limit_s = request
+        cursor = con.cursor()  # a fresh client context: no variable outlives its query
+        try:
+            result = execute(cursor, statements, row_limit=row_limit, time_limit_s=time_limit_s)
+        except ConsoleError as exc:
+            write_frame(replies, ("error", str(exc)))
+        else:
+            write_frame(replies, ("ok", result.frame, result.truncated, result.seconds))
+        finally:
+            cursor.close()
+
+
+# --- frames on a pipe: 4-byte length, then a pickle -----------------------------------------------------
+
+
+def write_frame(stream: IO[bytes], value: Any) -> None:
+    body = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("!I", len(body)) + body)
+    stream.flush()
+
+
+def _read_exact(stream: IO[bytes], size: int) -> bytes | None:
+    chunks = b""
+    while len(chunks) < size:
+        chunk = stream.read(size - len(chunks))
+        if not chunk:
+            return None
+        chunks += chunk
+    return chunks
+
+
+def read_frame(stream: IO[bytes]) -> Any:
+    """The next value on `stream`, or None at its end."""
+    header = _read_exact(stream, 4)
+    if header is None:
+        return None
+    body = _read_exact(stream, struct.unpack("!I", header)[0])
+    return None if body is None else pickle.loads(body)  # noqa: S301 - our own worker's replies
+
+
+# --- the sealed worker, seen from the dashboard -----------------------------------------------------------
+
+
+class Sandbox:
+    """The console's worker process for one store; restarted when it dies, hangs or the catalog changes."""
+
+    def __init__(self, store_dir: Path, *, memory_limit: str | None = None) -> None:
+        self.store_dir = store_dir
+        self.memory_limit = memory_limit
+        self.lock = threading.Lock()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.stamp: Any = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-m", "turnlens.dashboard.console_worker", str(self.store_dir)]
+        if self.memory_limit:
+            command.append(self.memory_limit)
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
+        ready = self._reply(process, WORKER_START_S)
+        if ready != ("ready",):
+            self._stop(process)
+            reason = ready[1] if isinstance(ready, tuple) and len(ready) > 1 else "it did not start"
+            raise ConsoleError(f"The console cannot run here: {reason}")
+        return process
+
+    def _reply(self, process: subprocess.Popen[bytes], timeout_s: float) -> Any:
+        assert process.stdout is not None
+        readable, _, _ = select.select([process.stdout], [], [], timeout_s)
+        if not readable:
+            return None
+        return read_frame(process.stdout)
+
+    @staticmethod
+    def _stop(process: subprocess.Popen[bytes]) -> None:
+        process.kill()
+        process.wait()
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                stream.close()
+
+    def close(self) -> None:
+        with self.lock:
+            if self.process is not None:
+                self._stop(self.process)
+                self.process = None
+
+    def run(
+        self, statements: list[str], *, row_limit: int, time_limit_s: float, stamp: Any = None
+    ) -> ConsoleResult:
+        """Runs the statements in the worker; `stamp` changes when the catalog file was replaced."""
+        with self.lock:
+            if self.process is not None and (self.process.poll() is not None or stamp != self.stamp):
+                self._stop(self.process)
+                self.process = None
+            if self.process is None:
+                self.process = self._start()
+                self.stamp = stamp
+            process = self.process
+            assert process.stdin is not None
+            try:
+                write_frame(process.stdin, (statements, row_limit, time_limit_s))
+            except BrokenPipeError:
+                reply = None
+            else:
+                reply = self._reply(process, time_limit_s + WORKER_GRACE_S)
+            if (
+                reply is None
+            ):  # it hung past its own interrupt, or died (out of memory): start afresh next time
+                self._stop(process)
+                self.process = None
+                raise ConsoleError(
+                    f"The query did not finish within {time_limit_s:g} s and was stopped (the console's time "
+                    "limit), or its process ran out of memory. Narrow the query."
+                )
+        if reply[0] == "error":
+            raise ConsoleError(reply[1])
+        _, frame, truncated, seconds = reply
+        return ConsoleResult(frame=frame, truncated=truncated, seconds=seconds)
+
+
+def run(
+    sandbox: Sandbox, sql: str, *, row_limit: int, time_limit_s: float, stamp: Any = None
+) -> ConsoleResult:
+    """Checks `sql` reads only (a friendly message if not), then runs it in the sealed worker."""
+    return sandbox.run(check(sql), row_limit=row_limit, time_limit_s=time_limit_s, stamp=stamp)

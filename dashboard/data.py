@@ -13,15 +13,18 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pandas as pd
 import streamlit as st
+from turnlens.collector import quarantine
 from turnlens.queries import catalog
+
+T = TypeVar("T")
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 
@@ -84,7 +87,8 @@ def harden(con: duckdb.DuckDBPyConnection, store_dir: Path, *, memory_limit: str
 
     `enable_external_access = false` alone also stops the views, which read Parquet files; so the
     segments and derived (materialised views) folders are allowed first, then access is closed and the
-    configuration locked so no query (the SQL console's included) can open it again.
+    configuration locked so no query can open it again. The SQL console does not use this connection: DuckDB
+    allows writing wherever it allows reading, so the console runs in a sealed process (console.py).
     """
     [(locked,)] = con.execute("select current_setting('lock_configuration')").fetchall()
     if locked:  # DuckDB handed out this process's instance of the catalog again: it is hardened already
@@ -137,6 +141,18 @@ def _catalog(store_dir: str) -> _Catalog:
 def cursor() -> duckdb.DuckDBPyConnection:
     """A fresh cursor on the store's catalog (one per query: DuckDB cursors are not shared across threads)."""
     return _catalog(str(settings().store_dir)).cursor()[0]
+
+
+@st.cache_resource(show_spinner=False)
+def _console(store_dir: str) -> Any:
+    from turnlens.dashboard import console
+
+    return console.Sandbox(Path(store_dir), memory_limit=read_settings().memory_limit)
+
+
+def console_sandbox() -> Any:
+    """The SQL console's sealed worker for this store (dashboard/console.py); one per dashboard process."""
+    return _console(str(settings().store_dir))
 
 
 def catalog_stamp() -> tuple[int, int]:
@@ -205,12 +221,20 @@ def _ttl() -> int:
 def _cached(
     store: str, stamp: tuple[int, int], name: str, params: tuple[tuple[str, Any], ...]
 ) -> pd.DataFrame:
+    values = {k: list(v) if isinstance(v, tuple) else v for k, v in params}
+    started = time.perf_counter()
+    frame = quarantine.retrying(
+        Path(store), lambda: _on_cursor(lambda con: run_named(con, name, values)), unless=(StoreNotReady,)
+    )
+    TIMINGS.append((name, time.perf_counter() - started))
+    return frame
+
+
+def _on_cursor(read: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+    """`read` on a fresh cursor of the store's catalog, closed after."""
     con = cursor()
     try:
-        started = time.perf_counter()
-        frame = run_named(con, name, {k: list(v) if isinstance(v, tuple) else v for k, v in params})
-        TIMINGS.append((name, time.perf_counter() - started))
-        return frame
+        return read(con)
     finally:
         con.close()
 
@@ -285,11 +309,10 @@ def run_turn(con: duckdb.DuckDBPyConnection, session_id: str, turn_id: str) -> d
 def _cached_turn(
     store: str, stamp: tuple[int, int], session_id: str, turn_id: str
 ) -> dict[str, pd.DataFrame | str]:
-    con = cursor()
-    try:
-        return run_turn(con, session_id, turn_id)
-    finally:
-        con.close()
+    def read() -> dict[str, pd.DataFrame | str]:
+        return _on_cursor(lambda con: run_turn(con, session_id, turn_id))
+
+    return quarantine.retrying(Path(store), read, unless=(StoreNotReady,))
 
 
 def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
@@ -307,17 +330,17 @@ def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
 
 def alert_state() -> Any:
     """The alert state `turnlens alerts run` keeps in the store (empty when it never ran)."""
-    from turnlens.alerts import alerting
+    from turnlens.alerts import state
 
     store = settings().store_dir
-    return alerting.AlertState.load(store / alerting.STATE_FOLDER / alerting.STATE_FILE)
+    return state.AlertState.load(store / state.STATE_FOLDER / state.STATE_FILE)
 
 
 def alert_history() -> pd.DataFrame:
     """Every firing/resolved transition recorded in the store, newest first."""
-    from turnlens.alerts import alerting
+    from turnlens.alerts import history
 
-    records = alerting.load_history(settings().store_dir)
+    records = history.load_history(settings().store_dir)
     return pd.json_normalize(records)[::-1].reset_index(drop=True) if records else pd.DataFrame()
 
 

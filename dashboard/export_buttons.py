@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import re
 from typing import Literal
 
 import streamlit as st
+from turnlens.collector import quarantine
 from turnlens.dashboard import data
 from turnlens.export import report
 
@@ -17,13 +19,31 @@ FORMATS: dict[Format, tuple[str, str]] = {
 }
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+NAME_PART_LIMIT = 60  # characters kept of each id in a file name
+
+
+def file_name(session_id: str, turn_id: str, fmt: Format) -> str:
+    """The download's file name: ids come from span data, so only letters, digits, `.`, `_` and `-` are
+    kept (no `/`, `..`, quotes or control characters reach the browser's save dialog), each id shortened."""
+
+    def part(text: str) -> str:
+        safe = re.sub(r"\.{2,}", ".", _UNSAFE.sub("_", text)).strip("._")
+        return safe[:NAME_PART_LIMIT] or "unnamed"
+
+    return f"incident-{part(session_id)}-{part(turn_id)}.{fmt}"
+
+
 def build(session_id: str, turn_id: str, fmt: Format) -> bytes:
     """The incident file of one turn, read through the dashboard's hardened read-only connection."""
-    cursor = data.cursor()
-    try:
-        return report.export_incident(cursor, session_id=session_id, turn_id=turn_id, fmt=fmt).encode()
-    finally:
-        cursor.close()
+    def once() -> bytes:
+        cursor = data.cursor()
+        try:
+            return report.export_incident(cursor, session_id=session_id, turn_id=turn_id, fmt=fmt).encode()
+        finally:
+            cursor.close()
+
+    return quarantine.retrying(data.settings().store_dir, once)  # past a segment that cannot be read
 
 
 def render(*, session_id: str, turn_id: str) -> None:
@@ -33,7 +53,7 @@ def render(*, session_id: str, turn_id: str) -> None:
         column.download_button(
             label,
             data=functools.partial(build, session_id, turn_id, fmt),
-            file_name=f"incident-{session_id}-{turn_id}.{fmt}",
+            file_name=file_name(session_id, turn_id, fmt),
             mime=mime,
             icon=":material/download:",
             on_click="ignore",

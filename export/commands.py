@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+from turnlens.collector import quarantine
 from turnlens.kernel.durations import parse_time
 
 EXIT_CODES = """exit codes:
@@ -56,8 +57,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         end = parse_time(args.end) if args.end else None
         if args.start and not (start and end):
             raise ExportError("--from needs --to")
-        text = export_incident(
-            args.store, session_id=args.session, turn_id=args.turn, start=start, end=end, fmt=fmt
+        text = quarantine.retrying(  # an unreadable segment is moved aside and the export read again
+            args.store,
+            lambda: export_incident(
+                args.store, session_id=args.session, turn_id=args.turn, start=start, end=end, fmt=fmt
+            ),
         )
     except ExportError as exc:
         print(f"turnlens export: {exc}", file=sys.stderr)

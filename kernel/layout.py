@@ -5,6 +5,8 @@
       turnlens.duckdb                       the catalog: views over the segments (queries writes it)
       derived/                              the materialised per-turn state (queries writes it)
       alerts/                               alert state and history (alerts writes them)
+      quarantine/date=YYYY-MM-DD/*.parquet  segments moved aside as unreadable (collector/quarantine.py),
+                                            listed in segments/_quarantine.jsonl
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ SEGMENT_SUFFIX = ".parquet"
 CATALOG_FILE = "turnlens.duckdb"
 DERIVED_DIR = "derived"
 ALERTS_DIR = "alerts"
+QUARANTINE_DIR = "quarantine"
+QUARANTINE_LOG = "_quarantine.jsonl"  # in segments/, where the views and the dashboard may read
 
 
 def segments_glob(store_dir: Path) -> str:

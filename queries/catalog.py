@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+from turnlens.collector import quarantine
 from turnlens.kernel import layout
 from turnlens.queries import registry, settings
 
@@ -245,8 +247,10 @@ def sql_string(text: str) -> str:
 
 
 def render(view: SqlView, segments_glob: str) -> str:
-    """The view's SQL with the store's segment location filled in."""
-    return view.sql.replace("{{segments}}", sql_string(segments_glob))
+    """The view's SQL with the store's segment location (and its quarantine log) filled in."""
+    log = quarantine.log_path(Path(segments_glob).parent.parent)  # the glob is segments/*/*.parquet
+    sql = view.sql.replace("{{quarantine_log}}", sql_string(str(log)))
+    return sql.replace("{{segments}}", sql_string(segments_glob))
 
 
 def apply_views(con: duckdb.DuckDBPyConnection, segments_glob: str, views: list[SqlView]) -> None:
@@ -302,7 +306,14 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
     effect the next time the catalog is written (`turnlens views --store DIR --rebuild`).
     """
     store_dir.mkdir(parents=True, exist_ok=True)
+    quarantine.ensure_log(Path(segments_glob).parent.parent)  # quarantined_segments reads it
+    # binding the views reads every segment's footer: an unreadable segment is quarantined, and written again
+    return quarantine.retrying(store_dir, lambda: _write_catalog(store_dir, segments_glob, queries_dir))
+
+
+def _write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path) -> Path:
     target = store_dir / CATALOG_FILE
+    remove_stale_tmp(store_dir)
     tmp = store_dir / f".{CATALOG_FILE}.{os.getpid()}.tmp"
     tmp.unlink(missing_ok=True)
     con = duckdb.connect(str(tmp), config={"storage_compatibility_version": CATALOG_STORAGE_VERSION})
@@ -315,11 +326,45 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
         apply_snapshot(con, store_dir, segments_glob, views)
         con.execute("commit")
         con.execute("checkpoint")
-    finally:
+    except BaseException:
         con.close()
+        tmp.unlink(missing_ok=True)
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
+        raise
+    con.close()
     Path(f"{tmp}.wal").unlink(missing_ok=True)
     os.replace(tmp, target)
     return target
+
+
+STALE_TMP_AGE_S = 3600.0  # a catalog is written in seconds: a temporary one this old is abandoned
+_CATALOG_TMP = re.compile(rf"^\.{re.escape(CATALOG_FILE)}\.(?P<pid>\d+)\.tmp(?:\.wal)?$")
+
+
+def remove_stale_tmp(store_dir: Path) -> int:
+    """Removes the temporary catalogs (and their WAL) of runs that were killed: their process is gone."""
+    removed = 0
+    for path in store_dir.glob(f".{CATALOG_FILE}.*.tmp*"):
+        match = _CATALOG_TMP.match(path.name)
+        if match is None or int(match["pid"]) == os.getpid():
+            continue
+        try:
+            if not _pid_alive(int(match["pid"])) or time.time() - path.stat().st_mtime > STALE_TMP_AGE_S:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
 
 
 def apply_snapshot(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from turnlens.collector import segments
+from turnlens.collector import quarantine, segments
 from turnlens.kernel import layout
 from turnlens.queries import catalog, materialize, settings
 
@@ -32,7 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     views.set_defaults(func=run_views)
 
     mat = subparsers.add_parser(
-        "materialize", help="write the snapshot the per-turn views read (collectors run it on an interval)"
+        "materialize",
+        help="write the snapshot the per-turn views read (collectors run it on an interval)",
+        epilog="Exit codes: 0 written, 1 the snapshot failed, 2 --store is not a store folder, "
+        "75 another snapshot is being written.",
     )
     mat.add_argument("--store", type=Path, required=True, help="the store folder")
     mat.add_argument("--full", action="store_true", help="recompute every turn, not only the touched ones")
@@ -184,22 +187,12 @@ def run_query(args: argparse.Namespace) -> int:
         for name, value in settings.resolve(overrides=overrides).items():
             if name in overrides:
                 overrides[name] = str(value)
-        with catalog.connect(args.store) as con:
-            for name, value in overrides.items():
-                # the name was checked by settings.resolve above (a name cannot be bound); the value is bound
-                con.execute(f"set variable {name} = $value", {"value": float(value)})
-            if args.sql in named:
-                cursor = catalog.run_named(con, args.sql, params)
-            elif _looks_like_a_name(args.sql):
-                known = ", ".join(sorted(named))
-                raise catalog.CatalogError(f"no named query {args.sql!r} (known: {known}); or pass SQL")
-            else:
-                if params:
-                    known = ", ".join(sorted(named))
-                    raise catalog.CatalogError(f"--param is for named queries; known: {known}")
-                cursor = con.execute(args.sql)
-            columns = [d[0] for d in cursor.description] if cursor.description else []
-            rows = cursor.fetchall() if columns else []
+        if args.sql not in named and _looks_like_a_name(args.sql):
+            known = ", ".join(sorted(named))
+            raise catalog.CatalogError(f"no named query {args.sql!r} (known: {known}); or pass SQL")
+        if params and args.sql not in named:
+            raise catalog.CatalogError(f"--param is for named queries; known: {', '.join(sorted(named))}")
+        columns, rows = quarantine.retrying(args.store, lambda: _query(args, named, params, overrides))
     except (duckdb.Error, catalog.CatalogError, settings.SettingsError) as exc:
         print(f"turnlens: {exc}", file=sys.stderr)
         return 1
@@ -207,16 +200,42 @@ def run_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _query(
+    args: argparse.Namespace, named: dict[str, Any], params: dict[str, str], overrides: dict[str, str]
+) -> tuple[list[str], list[Any]]:
+    """One run of `turnlens query`: its column names and rows."""
+    with catalog.connect(args.store) as con:
+        for name, value in overrides.items():
+            # the name was checked by settings.resolve (a name cannot be bound); the value is bound
+            con.execute(f"set variable {name} = $value", {"value": float(value)})
+        if args.sql in named:
+            cursor = catalog.run_named(con, args.sql, params)
+        else:
+            cursor = con.execute(args.sql)
+        columns = [d[0] for d in cursor.description] if cursor.description else []
+        return columns, cursor.fetchall() if columns else []
+
+
 def run_materialize(args: argparse.Namespace) -> int:
-    """Writes the next snapshot; exit 0 when written, 1 on an error, 75 (EX_TEMPFAIL) if another one runs."""
+    """Writes the next snapshot; exit 0 when written, 1 on an error, 2 when --store is no store folder,
+    75 (EX_TEMPFAIL) if another one runs."""
+    if not (args.store / segments.SEGMENTS_DIR).is_dir():
+        print(
+            f"turnlens materialize: {args.store} is not a store folder (no segments/ in it)", file=sys.stderr
+        )
+        return 2
     try:
-        summary = materialize.materialize(
+        # an unreadable segment is moved aside rather than freezing the snapshot
+        summary = quarantine.retrying(
             args.store,
-            layout.segments_glob(args.store),
-            full=args.full,
-            margin_s=args.margin,
-            threads=args.threads,
-            memory_limit=args.memory_limit,
+            lambda: materialize.materialize(
+                args.store,
+                layout.segments_glob(args.store),
+                full=args.full,
+                margin_s=args.margin,
+                threads=args.threads,
+                memory_limit=args.memory_limit,
+            ),
         )
     except materialize.MaterializeBusy as exc:
         print(f"turnlens: {exc}", file=sys.stderr)

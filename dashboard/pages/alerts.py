@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-from turnlens.alerts import alerting
+from turnlens.alerts import rules as alert_rules
+from turnlens.alerts import state as alert_state
 from turnlens.dashboard import common, data
 from turnlens.kernel import durations
 
 st.title("Alerts")
 state = data.alert_state()
 st.caption(
-    f"State kept in `{data.settings().store_dir / alerting.STATE_FOLDER}` by `turnlens alerts run`"
+    f"State kept in `{data.settings().store_dir / alert_state.STATE_FOLDER}` by `turnlens alerts run`"
     + (
         f"; last evaluation {state.evaluated_at}."
         if state.evaluated_at
@@ -52,8 +53,8 @@ else:
 
 st.subheader("Rules")
 try:
-    rules = alerting.load_rules()
-except alerting.RuleError as exc:
+    rules = alert_rules.load_rules()
+except alert_rules.RuleError as exc:
     st.error(f"The rule files are broken: {exc}")
     rules = []
 firing_by_rule = (

@@ -55,6 +55,24 @@ if span_ms is None and len(bounds) and pd.notna(bounds["newest_ms"].iloc[0]):
 bucket_ms = max(1000, int((span_ms or 3_600_000) / 60) // 1000 * 1000)  # about 60 bars across the window
 findings = data.query("findings_by_kind", from_ms=from_ms, to_ms=to_ms, bucket_ms=bucket_ms)
 
+
+def _quarantine_notice() -> None:
+    """Says so when segments were moved aside as unreadable: their spans are missing from every view."""
+    try:
+        moved = data.query("quarantined_segments")
+    except data.StoreNotReady:  # a catalog written before the view existed
+        return
+    if len(moved):
+        st.warning(
+            f"{len(moved)} unreadable segment file(s) quarantined (newest: `{moved['segment'].iloc[0]}`, "
+            f"{moved['reason'].iloc[0]}). Their spans are missing from every view; the files are kept under "
+            "`quarantine/` in the store folder. List them with `select * from quarantined_segments`.",
+            icon=":material/report:",
+        )
+
+
+_quarantine_notice()  # after the queries above: one of them may have been the reader that found the file
+
 slo_tiles = st.columns(4)
 slo_tiles[0].metric(
     "Cancel → ack P95",

@@ -12,8 +12,9 @@ EXAMPLE = (
 st.title("SQL console")
 settings = data.settings()
 st.caption(
-    f"Read-only DuckDB on `{settings.store_dir}`: no writes, no files or network beyond its segments; "
-    f"at most {settings.sql_row_limit:,} rows and {settings.sql_time_limit_seconds:g} s per query. "
+    f"Read-only DuckDB on `{settings.store_dir}`, in a process the kernel lets write nothing and read "
+    f"only the catalog, segments and snapshots; at most {settings.sql_row_limit:,} rows and "
+    f"{settings.sql_time_limit_seconds:g} s per query. "
     "The same views open in plain DuckDB: `duckdb -readonly turnlens.duckdb`."
 )
 
@@ -35,12 +36,22 @@ with catalog_col:
 with query_col:
     sql = st.text_area("Query", value=st.query_params.get("sql", EXAMPLE), height=180, key="console_sql")
     run = st.button("Run", type="primary", icon=":material/play_arrow:")
-    if run or "sql" in st.query_params:
+    # A link (`?sql=`) fills the editor; it runs by itself only when it is SELECTs alone, anything else waits
+    # for the analyst to read it and press Run.
+    from_link = not run and "sql" in st.query_params
+    if from_link and not console.is_plain_read(sql):
+        st.info(
+            "This link holds more than a plain query: read it, then press **Run**.", icon=":material/info:"
+        )
+    elif run or from_link:
         st.query_params["sql"] = sql
-        cursor = data.cursor()
         try:
             result = console.run(
-                cursor, sql, row_limit=settings.sql_row_limit, time_limit_s=settings.sql_time_limit_seconds
+                data.console_sandbox(),
+                sql,
+                row_limit=settings.sql_row_limit,
+                time_limit_s=settings.sql_time_limit_seconds,
+                stamp=data.catalog_stamp(),
             )
         except console.ConsoleError as exc:
             st.error(str(exc), icon=":material/error:")
@@ -48,5 +59,3 @@ with query_col:
             note = f" — cut at the {settings.sql_row_limit:,}-row limit" if result.truncated else ""
             st.caption(f"{len(result.frame):,} rows in {result.seconds * 1000:.0f} ms{note}")
             st.dataframe(result.frame, hide_index=True, width="stretch")
-        finally:
-            cursor.close()

@@ -118,6 +118,9 @@ def test_sql_console_answers_and_refuses(store: Path) -> None:
     at = open_page("sql_console", sql="select kind from divergences where kind = 'cancelled_but_committed'")
     assert list(at.dataframe[0].value["kind"]) == ["cancelled_but_committed"]
     refused = open_page("sql_console", sql=f"copy (select 1) to '{store}/segments/x.csv'")
+    assert "press **Run**" in refused.info[0].value  # a link runs nothing but SELECTs by itself
+    assert not (store / "segments" / "x.csv").exists()
+    refused.button[0].click().run()
     assert "read-only" in refused.error[0].value
     assert not (store / "segments" / "x.csv").exists()
     escaped = open_page("sql_console", sql="select * from read_csv('/etc/passwd')")

@@ -131,9 +131,11 @@ def test_export_command(turnlens, alerted: Path, tmp_path: Path) -> None:
 
 
 def test_every_export_query_file_is_used_and_every_section_has_one() -> None:
-    used = {file for _, file in report.SECTIONS.values()}
-    used |= {report.SCOPE_SQL, report.TRACES_SQL, report.KEY_TRACES_SQL, report.CATALOG_PATH_SQL}
-    present = {p.name for p in report.EXPORT_SQL.glob("*.sql")}
+    from turnlens.export import gather
+
+    used = {file for _, file in gather.SECTIONS.values()}
+    used |= {gather.SCOPE_SQL, gather.TRACES_SQL, gather.KEY_TRACES_SQL, gather.CATALOG_PATH_SQL}
+    present = {p.name for p in gather.EXPORT_SQL.glob("*.sql")}
     assert used == present
 
 
