@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 from turnlens.alerts import alerting, notify
 from turnlens.alerts.testing import run_test_file
-from turnlens.collector import quarantine
+from turnlens.collector import leases, quarantine
 from turnlens.kernel import durations
 from turnlens.queries.catalog import CATALOG_FILE, connect
 
@@ -135,20 +135,22 @@ def _evaluate(
             file=sys.stderr,
         )
         return alerting.EXIT_ERROR
-    try:
-        con = connect(store)  # reopened each time: the catalog may have been rewritten since
-    except duckdb.Error as exc:
-        print(f"turnlens alerts: cannot open the catalog: {exc}", file=sys.stderr)
-        return alerting.EXIT_ERROR
-    def recover(exc: BaseException) -> bool:  # an unreadable segment is quarantined and the rule runs again
-        return bool(quarantine.recover(store, exc))
+    with leases.reading(store):  # no file the evaluation lists is deleted before it ends
+        try:
+            con = connect(store)  # reopened each time: the catalog may have been rewritten since
+        except duckdb.Error as exc:
+            print(f"turnlens alerts: cannot open the catalog: {exc}", file=sys.stderr)
+            return alerting.EXIT_ERROR
 
-    try:
-        with contextlib.suppress(duckdb.Error):  # a broken view fails its rules below, one by one
-            quarantine.retrying(store, lambda: alerting.snapshot_shared_views(con, rules))
-        result = alerting.run_once(con, rules, state, at, recover=recover)
-    finally:
-        con.close()
+        def recover(exc: BaseException) -> bool:  # an unreadable segment is quarantined, the rule rerun
+            return bool(quarantine.recover(store, exc))
+
+        try:
+            with contextlib.suppress(duckdb.Error):  # a broken view fails its rules below, one by one
+                quarantine.retrying(store, lambda: alerting.snapshot_shared_views(con, rules))
+            result = alerting.run_once(con, rules, state, at, recover=recover)
+        finally:
+            con.close()
     # The news goes into every target's outbox and is saved before anything is sent; it leaves an outbox
     # only once delivered, so a target that is down now hears it at its next successful run.
     errors = list(result.errors)

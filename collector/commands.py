@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from turnlens.collector import quarantine
+from turnlens.collector import compaction, quarantine
 from turnlens.collector import settings as collector_settings
 from turnlens.collector.compaction import CompactionBusy
 from turnlens.collector.store import PrepareStore, Store
@@ -42,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction, prepare_store: PrepareStore
     compact = subparsers.add_parser("compact", help="merge small segments; apply a retention")
     compact.add_argument("--store", type=Path, default=None, help="store directory (env TURNLENS_STORE)")
     compact.add_argument("--retention", default=None, help="also drop data older than this (e.g. 30d)")
+    compact.add_argument(
+        "--grace", default=None, help="how long replaced segments stay for readers outside turnlens (e.g. 1m)"
+    )
     compact.set_defaults(func=run_compact)
 
 
@@ -112,7 +115,8 @@ def run_compact(args: argparse.Namespace) -> int:
     if not (root / "segments").is_dir():
         print(f"turnlens compact: {root} is not a store", file=sys.stderr)
         return 2
-    with Store(root) as store:
+    grace_s = parse_seconds(args.grace) if args.grace else compaction.DEFAULT_GRACE_S
+    with Store(root, grace_s=grace_s) as store:
         quarantine.sweep(root)  # a segment that cannot be read would fail every merge that includes it
         try:
             if args.retention:

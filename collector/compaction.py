@@ -7,9 +7,10 @@ them, and the views de-duplicate the rows meanwhile. Retention schedules whole o
 way. Schedules live in a small manifest, so a pass that dies half-way is finished by the next one. One
 maintenance pass at a time per store, by an fcntl lock file.
 
-The grace period protects queries that started before the merged segment existed. It cannot protect
-a query that lists a scheduled file just before the sweep deletes it (DuckDB opens by path, and a
-path that still opens is still listed): such a query fails with "No such file" and must be re-run.
+Deleting is the reader-safe part (leases.py): a due file is removed only at a moment no registered reader
+(dashboard, alerts, export, a materialise run) is reading, otherwise it waits for a later pass. The grace
+period is for readers that do not register, such as an analyst's own DuckDB session over the catalogue.
+`retire` schedules any file or folder of the store the same way (a replaced snapshot generation, say).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from turnlens.collector import segments
+from turnlens.collector import leases, segments
 from turnlens.kernel.schema import SEGMENT_SCHEMA
 
-DEFAULT_GRACE_S = 300.0  # far longer than any dashboard or alert query runs
+DEFAULT_GRACE_S = 300.0  # for unregistered readers: far longer than an analyst's query over the catalogue
+Clock = Callable[[], float]  # what grace periods are measured on: time.time, or a test's own
 MANIFEST = "_maintenance.json"
 LOCK = "_maintenance.lock"
 SMALL_BYTES = 32 * 1024 * 1024  # a segment at least this large is left alone
@@ -121,10 +123,10 @@ def maintenance_lock(segments_root: Path, timeout_s: float) -> contextlib.Abstra
 
 
 def _sweep(segments_root: Path, manifest: _Manifest, now: float) -> int:
-    """Deletes the files whose grace period passed and forgets merges that never got published."""
-    deleted = 0
+    """Deletes the files whose grace period passed, when no registered reader is reading; forgets merges that
+    never got published."""
     keep: list[_Entry] = []
-    emptied: set[Path] = set()
+    due: list[_Entry] = []
     for entry in manifest.entries:
         if not entry.published:
             if not (segments_root / str(entry.output)).exists():
@@ -132,28 +134,69 @@ def _sweep(segments_root: Path, manifest: _Manifest, now: float) -> int:
                 # (the temporary file was a dead process's and goes with the stale ones).
                 continue
             entry.published = True  # it died after the rename: the merge is complete
-        if now < entry.delete_after_unix:
-            keep.append(entry)
-            continue
-        for name in entry.sources:
-            path = segments_root / name
-            try:
-                path.unlink()
-                deleted += 1
-                emptied.add(path.parent)
-            except FileNotFoundError:
-                pass
-    for directory in emptied:
-        segments.fsync_dir(directory)
-        if directory != (segments_root / segments.PLACEHOLDER).parent:
-            try:
-                directory.rmdir()  # only succeeds when empty; a writer recreates it when needed
-            except OSError:
-                pass
+        (keep if now < entry.delete_after_unix else due).append(entry)
+    deleted = 0
+    if due:
+        paths = [segments_root / name for entry in due for name in entry.sources]
+        with leases.no_readers(segments_root.parent) as alone:
+            if alone:
+                deleted = leases.remove(paths)
+            else:
+                keep.extend(due)  # someone is reading: a later pass deletes them
+        if alone:
+            _tidy(segments_root, {path.parent for path in paths})
     if keep != manifest.entries:
         manifest.entries = keep
         manifest.save()
     return deleted
+
+
+def _tidy(segments_root: Path, emptied: set[Path]) -> None:
+    """Makes the deletions durable and drops the partitions they emptied."""
+    for directory in emptied:
+        if not directory.is_dir():
+            continue
+        segments.fsync_dir(directory)
+        if directory != (segments_root / segments.PLACEHOLDER).parent and directory.parent == segments_root:
+            try:
+                directory.rmdir()  # only succeeds when empty; a writer recreates it when needed
+            except OSError:
+                pass
+
+
+def retire(
+    store_dir: Path,
+    paths: list[Path],
+    *,
+    grace_s: float = DEFAULT_GRACE_S,
+    clock: Clock = time.time,
+    lock_timeout_s: float = 30.0,
+) -> None:
+    """Schedules files or folders of the store for deletion once `grace_s` passed and no registered reader is
+    reading (compaction's next pass, or a `sweep`): how anything a reader may still hold leaves the disk.
+
+    Raises CompactionBusy when another process holds the maintenance lock longer than `lock_timeout_s`.
+    """
+    segments_root = Path(store_dir) / segments.SEGMENTS_DIR
+    if not paths:
+        return
+    with maintenance_lock(segments_root, lock_timeout_s):
+        manifest = _Manifest(segments_root)
+        scheduled = manifest.scheduled()
+        names = [os.path.relpath(Path(path).resolve(), segments_root.resolve()) for path in paths]
+        names = [name for name in names if name not in scheduled]
+        if names:
+            manifest.entries.append(_Entry(sources=names, delete_after_unix=clock() + grace_s))
+            manifest.save()
+        if grace_s <= 0:
+            _sweep(segments_root, manifest, clock())
+
+
+def sweep(store_dir: Path, *, clock: Clock = time.time, lock_timeout_s: float = 30.0) -> int:
+    """Deletes what is due now (see retire); returns how many files or folders went."""
+    segments_root = Path(store_dir) / segments.SEGMENTS_DIR
+    with maintenance_lock(segments_root, lock_timeout_s):
+        return _sweep(segments_root, _Manifest(segments_root), clock())
 
 
 def _merge(sources: list[Path], tmp: Path, row_group_rows: int) -> tuple[list[Path], int]:
@@ -227,19 +270,20 @@ def compact(
     min_age_s: float = 0.0,
     grace_s: float = DEFAULT_GRACE_S,
     lock_timeout_s: float = 30.0,
+    clock: Clock = time.time,
 ) -> CompactionResult:
     """Merges runs of at least `min_segments` small segments per partition into one segment each.
 
     The merged segment is durable and visible before its sources are scheduled for deletion; they are
-    deleted by a later pass once `grace_s` passed (by this one when grace_s is 0). Raises CompactionBusy
-    when another process holds the lock for longer than `lock_timeout_s`.
+    deleted by a later pass once `grace_s` passed (by this one when grace_s is 0) and no registered reader
+    is reading. Raises CompactionBusy when another process holds the lock for longer than `lock_timeout_s`.
     """
     result = CompactionResult()
     with maintenance_lock(segments_root, lock_timeout_s):
         manifest = _Manifest(segments_root)
-        result.deleted_files += _sweep(segments_root, manifest, time.time())
+        result.deleted_files += _sweep(segments_root, manifest, clock())
         segments.remove_stale_tmp(segments_root)
-        now = time.time()
+        now = time.time()  # against the files' modification times, which the system clock wrote
         candidates = _small_segments(segments_root, manifest.scheduled(), small_bytes, min_age_s, now)
         for partition, files in candidates.items():
             for batch in _batches(files, target_bytes):
@@ -254,7 +298,7 @@ def compact(
                         continue
                     entry = _Entry(
                         sources=[str(p.relative_to(segments_root)) for p in merged],
-                        delete_after_unix=time.time() + grace_s,
+                        delete_after_unix=clock() + grace_s,
                         output=str(output.relative_to(segments_root)),
                         published=False,
                     )
@@ -271,7 +315,7 @@ def compact(
                 result.rows += rows
                 result.partitions.append(partition.name)
         if grace_s <= 0:
-            result.deleted_files += _sweep(segments_root, manifest, time.time())
+            result.deleted_files += _sweep(segments_root, manifest, clock())
         result.pending_files = manifest.pending_files()
     return result
 
@@ -291,7 +335,12 @@ def expired_partitions(segments_root: Path, max_age_s: float, now: float) -> lis
 
 
 def apply_retention(
-    segments_root: Path, max_age_s: float, *, grace_s: float = DEFAULT_GRACE_S, lock_timeout_s: float = 30.0
+    segments_root: Path,
+    max_age_s: float,
+    *,
+    grace_s: float = DEFAULT_GRACE_S,
+    lock_timeout_s: float = 30.0,
+    clock: Clock = time.time,
 ) -> int:
     """Schedules every segment of the expired partitions for deletion after `grace_s`; returns the partitions.
 
@@ -300,7 +349,7 @@ def apply_retention(
     dropped = 0
     with maintenance_lock(segments_root, lock_timeout_s):
         manifest = _Manifest(segments_root)
-        now = time.time()
+        now = clock()
         _sweep(segments_root, manifest, now)
         already = {name for entry in manifest.entries if entry.output is None for name in entry.sources}
         placeholder = segments_root / segments.PLACEHOLDER
@@ -317,5 +366,5 @@ def apply_retention(
         if dropped:
             manifest.save()
         if grace_s <= 0:
-            _sweep(segments_root, manifest, time.time())
+            _sweep(segments_root, manifest, clock())
     return dropped

@@ -58,9 +58,9 @@ class Collector:
             self.grpc.start()
         store = str(settings.store)
         retention = ["--retention", settings.retention] if settings.retention else []
-        self.maintenance.append(
-            ChildLoop("compact", ["compact", "--store", store, *retention], settings.compact_interval_s)
-        )
+        grace = ["--grace", str(settings.grace_s)]
+        compact = ["compact", "--store", store, *retention, *grace]
+        self.maintenance.append(ChildLoop("compact", compact, settings.compact_interval_s))
         if settings.materialize_interval_s is not None:
             self.maintenance.append(
                 ChildLoop(
@@ -74,6 +74,7 @@ class Collector:
                         "1",
                         "--margin",
                         str(settings.materialize_margin_s),
+                        *grace,
                     ],
                     settings.materialize_interval_s,
                 )

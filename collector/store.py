@@ -9,7 +9,6 @@ glob `segments_glob`. Compaction and retention live in compaction.py.
 from __future__ import annotations
 
 import itertools
-import logging
 import os
 import re
 import secrets
@@ -20,12 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-from turnlens.collector import compaction, segments
-from turnlens.collector.compaction import CompactionResult
+from turnlens.collector import compaction, leases, segments
+from turnlens.collector.compaction import Clock, CompactionResult
 from turnlens.kernel import layout
 from turnlens.kernel.schema import SEGMENT_SCHEMA
 
-logger = logging.getLogger(__name__)
 _WRITER_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 ACTIVE_WINDOW_S = 1.0  # an appender counts as active this long after its latest append
 
@@ -99,10 +97,13 @@ class Store:
       max_backlog_rows / max_backlog_bytes: rows (Arrow bytes) appended but not yet durable; past
         either, append raises StoreOverloaded. A single append larger than the limit is accepted when
         nothing else waits, so memory is bounded by the limit plus one request.
-      compact_interval_s: run compaction (and retention when retention_s is set) in a background
-        thread this often; None leaves it to `turnlens compact`.
-      grace_s: how long replaced segments stay on disk after compaction or retention, so readers that
-        already listed them do not fail.
+      grace_s: how long replaced segments stay on disk after compaction or retention before they are
+        deleted (at a moment no registered reader is reading, see leases.py), for readers that do not
+        register, such as an analyst's own DuckDB session.
+      clock: the wall clock that grace periods are measured on (tests pass their own).
+
+    Compaction and retention run when called (`turnlens compact`, which the collector starts on a timer in
+    a child process so the merge's memory is never the collector's).
     """
 
     def __init__(
@@ -116,9 +117,8 @@ class Store:
         compression: str = segments.HOT_COMPRESSION,
         max_backlog_rows: int = 200_000,
         max_backlog_bytes: int = 256 * 1024 * 1024,
-        compact_interval_s: float | None = None,
-        retention_s: float | None = None,
         grace_s: float = compaction.DEFAULT_GRACE_S,
+        clock: Clock = time.time,
     ) -> None:
         self.root = Path(root).resolve()
         self.writer_id = writer_id or default_writer_id()
@@ -130,14 +130,15 @@ class Store:
         self.compression = compression
         self.max_backlog_rows = max_backlog_rows
         self.max_backlog_bytes = max_backlog_bytes
-        self.retention_s = retention_s
         self.grace_s = grace_s
+        self.clock = clock
         self.stats = StoreStats()
 
         self.segments_root = self.root / layout.SEGMENTS_DIR
         self.segments_root.mkdir(parents=True, exist_ok=True)
         segments.ensure_layout(self.segments_root)
         segments.remove_stale_tmp(self.segments_root)
+        leases.ensure_lock_file(self.root)
 
         self._seq = itertools.count(1)
         self._cond = threading.Condition()
@@ -152,14 +153,6 @@ class Store:
         self._rows_per_s = 100_000.0  # smoothed write rate, for the retry hint
         self._writer = threading.Thread(target=self._write_loop, name="store-writer", daemon=True)
         self._writer.start()
-
-        self._stop_maintenance = threading.Event()
-        self._maintenance: threading.Thread | None = None
-        if compact_interval_s is not None:
-            self._maintenance = threading.Thread(
-                target=self._maintain_loop, args=(compact_interval_s,), name="store-maintenance", daemon=True
-            )
-            self._maintenance.start()
 
     # --- reading side -------------------------------------------------------------------------
 
@@ -220,14 +213,11 @@ class Store:
             group.done.wait()
 
     def close(self) -> None:
-        """Writes what was appended, stops the writer and the maintenance thread. Idempotent."""
+        """Writes what was appended and stops the writer. Idempotent."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
         self._writer.join()
-        self._stop_maintenance.set()
-        if self._maintenance is not None:
-            self._maintenance.join()
 
     def __enter__(self) -> Store:
         return self
@@ -257,6 +247,7 @@ class Store:
             min_age_s=min_age_s,
             grace_s=self.grace_s if grace_s is None else grace_s,
             lock_timeout_s=lock_timeout_s,
+            clock=self.clock,
         )
 
     def apply_retention(
@@ -271,18 +262,8 @@ class Store:
             max_age_s,
             grace_s=self.grace_s if grace_s is None else grace_s,
             lock_timeout_s=lock_timeout_s,
+            clock=self.clock,
         )
-
-    def _maintain_loop(self, interval_s: float) -> None:
-        while not self._stop_maintenance.wait(interval_s):
-            try:
-                if self.retention_s is not None:
-                    self.apply_retention(self.retention_s, lock_timeout_s=0.0)
-                self.compact(lock_timeout_s=0.0)
-            except compaction.CompactionBusy:
-                continue  # another process is compacting this store right now; try next interval
-            except Exception:  # a failed pass must not stop ingestion; the next pass retries
-                logger.exception("turnlens store: maintenance pass failed")
 
     # --- the writer thread --------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 from PIL import Image, ImageDraw
-from turnlens.dashboard import data, filters
+from turnlens.dashboard import common, data, filters
 
 PAGES_DIR = Path(__file__).resolve().parent / "pages"
 REFRESH_CHOICES = {"off": 0, "10 s": 10, "30 s": 30, "1 min": 60, "5 min": 300}
@@ -86,9 +86,12 @@ if every:
     with st.sidebar:
         _auto_refresh()
 
+st.session_state["_retry_armed"] = False  # a retry is armed again only by a page that fails this run
 try:
     with st.spinner(f"Loading {page.title} …", show_time=True):  # a cold page can take a while on a big store
         filters.notice_area(page.url_path)
         page.run()
 except data.StoreNotReady as exc:
     st.warning(str(exc), icon=":material/hourglass_empty:")
+except Exception as exc:  # noqa: BLE001 - any failure becomes a sentence and a retry, never a traceback
+    common.show_failure(page.title, exc)

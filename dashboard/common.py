@@ -1,19 +1,24 @@
-"""Small pieces every page uses: the time window, links to a turn, HLC formatting, empty states."""
+"""Small pieces every page uses: the time window, links to a turn, HLC formatting, empty states, failures."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Literal
 from urllib.parse import urlencode
 
 import altair as alt
+import duckdb
 import pandas as pd
 import streamlit as st
 from streamlit.elements.lib.column_types import ColumnConfig
 from turnlens.dashboard import data, filters
 from turnlens.kernel import contract
+from turnlens.queries import catalog
 
 TURN_PAGE = "turn"  # url_path of the Turn detail page
+RETRY_S = 15  # a page that failed runs again after this long by itself
+logger = logging.getLogger(__name__)
 
 
 def time_window(range_key: str) -> tuple[int | None, int | None]:
@@ -123,3 +128,40 @@ def show_chart(chart: alt.Chart | alt.LayerChart, *, room: int = 60) -> None:
     height = chart.to_dict().get("height")
     fitted: int | Literal["content"] = int(height) + room if isinstance(height, int | float) else "content"
     st.altair_chart(chart, width="stretch", height=fitted)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What went wrong, in one line a reader of the page can act on; never a traceback."""
+    if isinstance(exc, duckdb.IOException) and catalog.moved_file(exc):
+        return "a store file was replaced while it was being read"
+    if isinstance(exc, duckdb.Error):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"the store could not answer ({first[:240]})"
+    if isinstance(exc, OSError):
+        return f"the store could not be read ({exc.strerror or exc})"
+    return f"an unexpected {type(exc).__name__} occurred"
+
+
+def show_failure(page_title: str, exc: BaseException) -> None:
+    """Replaces a traceback by a sentence (what failed, that it is retried) and a retry button.
+
+    The full traceback goes to the dashboard server's log, where an operator looks for it.
+    """
+    logger.error("turnlens dashboard: the %s page failed", page_title, exc_info=exc)
+    st.error(
+        f"The {page_title} page could not be shown: {failure_reason(exc)}. "
+        f"It is retried in {RETRY_S} s, or now with the button below.",
+        icon=":material/error:",
+    )
+    st.button("Retry now", icon=":material/refresh:", on_click=data.refresh, key="failure_retry")
+    _retry_soon()
+
+
+@st.fragment(run_every=RETRY_S)
+def _retry_soon() -> None:
+    """Reruns the whole page once RETRY_S passed; the fragment's first call is part of the failed run."""
+    if st.session_state.get("_retry_armed"):
+        st.session_state["_retry_armed"] = False
+        data.refresh()
+        st.rerun(scope="app")
+    st.session_state["_retry_armed"] = True

@@ -2,18 +2,21 @@
 
 Pages never hold SQL; they ask for a named query in `dashboard/sql/` with bound parameters and get a
 pandas DataFrame back. The connection reads the store's catalog read-only, so ingestion is never
-blocked, and it is reopened when the catalog file is replaced by `write_catalog`.
+blocked, and it is reopened when the catalog file is replaced by `write_catalog`. Every read holds a
+reader lease (collector/leases.py), so compaction and snapshot replacement delete nothing it listed.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,7 +24,7 @@ from typing import Any, TypeVar
 import duckdb
 import pandas as pd
 import streamlit as st
-from turnlens.collector import quarantine
+from turnlens.collector import leases, quarantine
 from turnlens.queries import catalog
 
 T = TypeVar("T")
@@ -143,6 +146,31 @@ def cursor() -> duckdb.DuckDBPyConnection:
     return _catalog(str(settings().store_dir)).cursor()[0]
 
 
+@contextmanager
+def reading() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A fresh cursor under a reader lease: nothing the block's queries list is deleted before it ends.
+
+    The lease is taken before the catalog's stamp is checked, so a snapshot replaced just before is seen
+    replaced (its old files are deleted only after its catalog was), never half.
+    """
+    with leases.reading(settings().store_dir):
+        con = cursor()
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+def read(run: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+    """`run(cursor)` under a reader lease, on a fresh cursor again if a store file moved under it anyway."""
+
+    def attempt() -> T:
+        with reading() as con:
+            return run(con)
+
+    return catalog.retrying(attempt)
+
+
 @st.cache_resource(show_spinner=False)
 def _console(store_dir: str) -> Any:
     from turnlens.dashboard import console
@@ -209,8 +237,9 @@ def _run_sql(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any
         ) from exc
 
 
-# Timings of the queries this script run made, newest last: the benchmark and the page footers read them.
-TIMINGS: list[tuple[str, float]] = []
+# Timings of the latest queries of this process, newest last, for the benchmark (bench/dashboard.py); bounded,
+# as the dashboard server runs for days.
+TIMINGS: collections.deque[tuple[str, float]] = collections.deque(maxlen=256)
 
 
 def _ttl() -> int:
@@ -224,19 +253,10 @@ def _cached(
     values = {k: list(v) if isinstance(v, tuple) else v for k, v in params}
     started = time.perf_counter()
     frame = quarantine.retrying(
-        Path(store), lambda: _on_cursor(lambda con: run_named(con, name, values)), unless=(StoreNotReady,)
+        Path(store), lambda: read(lambda con: run_named(con, name, values)), unless=(StoreNotReady,)
     )
     TIMINGS.append((name, time.perf_counter() - started))
     return frame
-
-
-def _on_cursor(read: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
-    """`read` on a fresh cursor of the store's catalog, closed after."""
-    con = cursor()
-    try:
-        return read(con)
-    finally:
-        con.close()
 
 
 def _hashable(value: Any) -> Any:
@@ -309,10 +329,10 @@ def run_turn(con: duckdb.DuckDBPyConnection, session_id: str, turn_id: str) -> d
 def _cached_turn(
     store: str, stamp: tuple[int, int], session_id: str, turn_id: str
 ) -> dict[str, pd.DataFrame | str]:
-    def read() -> dict[str, pd.DataFrame | str]:
-        return _on_cursor(lambda con: run_turn(con, session_id, turn_id))
+    def read_turn() -> dict[str, pd.DataFrame | str]:
+        return read(lambda con: run_turn(con, session_id, turn_id))
 
-    return quarantine.retrying(Path(store), read, unless=(StoreNotReady,))
+    return quarantine.retrying(Path(store), read_turn, unless=(StoreNotReady,))
 
 
 def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:

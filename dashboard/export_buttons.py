@@ -6,6 +6,7 @@ import functools
 import re
 from typing import Literal
 
+import duckdb
 import streamlit as st
 from turnlens.collector import quarantine
 from turnlens.dashboard import data
@@ -36,14 +37,11 @@ def file_name(session_id: str, turn_id: str, fmt: Format) -> str:
 
 def build(session_id: str, turn_id: str, fmt: Format) -> bytes:
     """The incident file of one turn, read through the dashboard's hardened read-only connection."""
-    def once() -> bytes:
-        cursor = data.cursor()
-        try:
-            return report.export_incident(cursor, session_id=session_id, turn_id=turn_id, fmt=fmt).encode()
-        finally:
-            cursor.close()
+    def export(cursor: duckdb.DuckDBPyConnection) -> bytes:
+        return report.export_incident(cursor, session_id=session_id, turn_id=turn_id, fmt=fmt).encode()
 
-    return quarantine.retrying(data.settings().store_dir, once)  # past a segment that cannot be read
+    # under a reader lease, and past a segment that cannot be read
+    return quarantine.retrying(data.settings().store_dir, lambda: data.read(export))
 
 
 def render(*, session_id: str, turn_id: str) -> None:

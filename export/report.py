@@ -27,7 +27,7 @@ from turnlens.export.gather import (
 from turnlens.export.html_report import MAX_CHARTS, render_html
 from turnlens.export.json_report import render_json
 from turnlens.export.markdown_report import md_text, render_markdown
-from turnlens.queries.catalog import connect
+from turnlens.queries.catalog import reading
 
 __all__ = [
     "MAX_CHARTS",
@@ -75,11 +75,8 @@ def export_incident(
     if isinstance(store, duckdb.DuckDBPyConnection):
         incident = gather(store, session_id=session_id, turn_id=turn_id, start=start, end=end)
     else:
-        con = connect(Path(store))
-        try:
+        with reading(Path(store)) as con:  # under a reader lease: no file it lists is deleted meanwhile
             incident = gather(
                 con, session_id=session_id, turn_id=turn_id, start=start, end=end, store_dir=Path(store)
             )
-        finally:
-            con.close()
     return RENDERERS[fmt](incident)

@@ -10,16 +10,19 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
-from turnlens.collector import quarantine
+from turnlens.collector import leases, quarantine
 from turnlens.kernel import layout
 from turnlens.queries import registry, settings
+
+T = TypeVar("T")
 
 QUERIES_DIR = Path(__file__).resolve().parent
 CATALOG_FILE = layout.CATALOG_FILE
@@ -154,8 +157,15 @@ def execute_script(
     """Runs SQL of one or more statements with its parameters bound; the last statement's result is returned.
 
     DuckDB binds parameters in a single statement only: a query of several (a `set variable` first, as every
-    one-turn query holds its traces) runs them one by one, each with the parameters it names.
+    one-turn query holds its traces) runs them one by one, each with the parameters it names. A script that
+    met a store file deleted after it was listed runs again (`retrying`).
     """
+    return retrying(lambda: _execute_statements(con, sql, params))
+
+
+def _execute_statements(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, Any]
+) -> duckdb.DuckDBPyConnection:
     statements = split_statements(sql)
     for statement in statements[:-1]:
         con.execute(statement, _params_of(statement, params))
@@ -306,9 +316,12 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
     effect the next time the catalog is written (`turnlens views --store DIR --rebuild`).
     """
     store_dir.mkdir(parents=True, exist_ok=True)
+    leases.ensure_lock_file(store_dir)
     quarantine.ensure_log(Path(segments_glob).parent.parent)  # quarantined_segments reads it
-    # binding the views reads every segment's footer: an unreadable segment is quarantined, and written again
-    return quarantine.retrying(store_dir, lambda: _write_catalog(store_dir, segments_glob, queries_dir))
+    # binding the views reads every segment's footer (under a reader lease): an unreadable segment is
+    # quarantined, and the catalog written again
+    with leases.reading(store_dir):
+        return quarantine.retrying(store_dir, lambda: _write_catalog(store_dir, segments_glob, queries_dir))
 
 
 def _write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path) -> Path:
@@ -400,3 +413,45 @@ def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
         # instance's configuration (dashboard/data.py, harden) after this very setting was made on it
         pass
     return con
+
+
+# --- reading while files are replaced ---------------------------------------------------------------------
+
+READ_ATTEMPTS = 4  # a read that met a moved file is run again at most this many times in all
+# how DuckDB says a file was gone: when it opened a file it had listed, or when a listed path matched nothing
+_MOVED_FILE = ("No such file or directory", "No files found that match the pattern")
+
+
+def moved_file(exc: BaseException) -> bool:
+    """Whether a DuckDB error says a file it had listed was gone when it opened it (compaction, retention or a
+    snapshot replaced it): the read is worth running again, it will list the files anew."""
+    return isinstance(exc, duckdb.IOException) and any(phrase in str(exc) for phrase in _MOVED_FILE)
+
+
+def retrying(read: Callable[[], T], *, attempts: int = READ_ATTEMPTS) -> T:
+    """`read()`, run again (a few times, bounded) while it fails only because a store file moved under it.
+
+    A reader holding a lease (`reading`) never meets one; a reader without (the lease timed out, or the
+    catalogue it opened named a snapshot that has since been replaced) may, and a fresh listing succeeds.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return read()
+        except duckdb.IOException as exc:
+            if not moved_file(exc) or attempt == attempts:
+                raise
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+@contextmanager
+def reading(store_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to the store's catalogue under a reader lease (collector/leases.py): no file the
+    connection lists is deleted before the block ends. For reads of bounded length: alerts, exports, commands.
+    """
+    with leases.reading(store_dir):
+        con = connect(store_dir)
+        try:
+            yield con
+        finally:
+            con.close()

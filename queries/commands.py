@@ -44,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mat.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     mat.add_argument("--memory-limit", default=None, help="DuckDB memory limit, e.g. 4GB (default: DuckDB's)")
     mat.add_argument("--quiet", action="store_true", help="print nothing on success")
+    mat.add_argument("--grace", type=float, default=materialize.GRACE_S, metavar="SECONDS",
+                     help="keep a replaced snapshot for readers outside turnlens (default %(default)s)")
     mat.set_defaults(func=run_materialize)
 
     query = subparsers.add_parser(
@@ -145,7 +147,7 @@ def run_views(args: argparse.Namespace) -> int:
             print("turnlens: --markdown documents every view; leave out VIEW", file=sys.stderr)
             return 2
         if args.store is not None:
-            with catalog.connect(args.store) as con:
+            with catalog.reading(args.store) as con:
                 rows = catalog.describe_views(con)
         else:
             rows = empty_store_views()
@@ -154,7 +156,7 @@ def run_views(args: argparse.Namespace) -> int:
     if args.store is not None:
         if args.rebuild:
             catalog.write_catalog(args.store, layout.segments_glob(args.store))
-        with catalog.connect(args.store) as con:
+        with catalog.reading(args.store) as con:
             rows = catalog.describe_views(con)
     else:
         rows = [
@@ -203,8 +205,8 @@ def run_query(args: argparse.Namespace) -> int:
 def _query(
     args: argparse.Namespace, named: dict[str, Any], params: dict[str, str], overrides: dict[str, str]
 ) -> tuple[list[str], list[Any]]:
-    """One run of `turnlens query`: its column names and rows."""
-    with catalog.connect(args.store) as con:
+    """One run of `turnlens query`: its column names and rows, read under a reader lease."""
+    with catalog.reading(args.store) as con:
         for name, value in overrides.items():
             # the name was checked by settings.resolve (a name cannot be bound); the value is bound
             con.execute(f"set variable {name} = $value", {"value": float(value)})
@@ -235,6 +237,7 @@ def run_materialize(args: argparse.Namespace) -> int:
                 margin_s=args.margin,
                 threads=args.threads,
                 memory_limit=args.memory_limit,
+                grace_s=args.grace,
             ),
         )
     except materialize.MaterializeBusy as exc:

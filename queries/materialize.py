@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from turnlens.collector import compaction, segments
+from turnlens.collector import compaction, leases, segments
 from turnlens.kernel import layout
 from turnlens.queries import catalog, registry
 
@@ -78,9 +78,7 @@ HELD = (
 )
 REFRESH_FILES = ("identity.sql", "fresh.sql", "materialized.sql")  # a refresh: snapshot plus fresh part
 CATALOG_FILES = ("identity.sql", "snapshot.sql")  # the store's catalogue: VIEWS read the snapshot
-GRACE_S = (
-    300.0  # as compaction keeps replaced segments: a reader's open catalogue may still name the old snapshot
-)
+GRACE_S = compaction.DEFAULT_GRACE_S  # as for segments: an open catalogue may still name the old snapshot
 
 TIMINGS: dict[str, float] = defaultdict(float)  # seconds per step of the last materialize()
 _STEP = re.compile(r"^-- step: (\w+)$", re.MULTILINE)
@@ -247,17 +245,20 @@ def materialize(
     threads: int | None = None,
     memory_limit: str | None = None,
     now_ns: int | None = None,
+    grace_s: float = GRACE_S,
 ) -> dict[str, Any]:
     """Writes the next snapshot of the store, makes it current and rewrites the catalogue to read it.
 
-    Returns what it did: mode (full / refresh), watermark, rows per table, buckets, seconds.
-    Raises MaterializeBusy when another process holds the store's snapshot lock.
+    The run reads under a reader lease (no segment it listed is deleted under it); the snapshot it replaces
+    is retired for deletion after `grace_s`, like a replaced segment. Returns what it did: mode (full /
+    refresh), watermark, rows per table, buckets, seconds. Raises MaterializeBusy when another process holds
+    the store's snapshot lock.
     """
     started = time.perf_counter()
     TIMINGS.clear()
     watermark = (now_ns if now_ns is not None else time.time_ns()) - int(margin_s * 1e9)
     steps = build_steps()
-    with _lock(store_dir):
+    with _lock(store_dir), leases.reading(store_dir, long=True):
         previous = current_snapshot(store_dir)
         con = _connect(store_dir, segments_glob, threads, memory_limit)
         try:
@@ -291,7 +292,7 @@ def materialize(
         tmp_current.write_text(json.dumps(manifest, indent=2) + "\n")
         os.replace(tmp_current, current)
         catalog.write_catalog(store_dir, segments_glob)
-        manifest["removed_generations"] = remove_old_generations(store_dir, keep={generation})
+    manifest["removed_generations"] = remove_old_generations(store_dir, keep={generation}, grace_s=grace_s)
     manifest["seconds"] = round(time.perf_counter() - started, 3)
     manifest["step_seconds"] = {name: round(seconds, 3) for name, seconds in TIMINGS.items()}
     return manifest
@@ -392,16 +393,20 @@ def _write_file_index(
 
 
 def remove_old_generations(store_dir: Path, keep: set[str], grace_s: float = GRACE_S) -> list[str]:
-    """Deletes snapshot folders other than `keep` once they have been replaced for longer than the grace
-    period."""
-    removed = []
-    now = time.time()
-    for folder in sorted((store_dir / DERIVED_DIR).glob("gen-*")):
-        if folder.name in keep or now - folder.stat().st_mtime < grace_s:
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(folder.name)
-    for stale in (store_dir / DERIVED_DIR).glob(".gen-*.tmp"):  # a build that died
-        if now - stale.stat().st_mtime > grace_s:
-            shutil.rmtree(stale, ignore_errors=True)
-    return removed
+    """Retires the snapshot folders other than `keep` (compaction.retire: deleted after the grace period,
+    while no registered reader reads); returns those retired now. Called after the catalogue names `keep`."""
+    derived = store_dir / DERIVED_DIR
+    replaced = [folder for folder in sorted(derived.glob("gen-*")) if folder.name not in keep]
+    try:
+        compaction.retire(store_dir, replaced, grace_s=grace_s, lock_timeout_s=5.0)
+    except compaction.CompactionBusy:
+        return []  # a long compaction pass holds the schedule: the next snapshot retires them
+    try:
+        with _lock(store_dir):  # a build under way is not a stale one
+            now = time.time()
+            for stale in derived.glob(".gen-*.tmp"):  # a build that died
+                if now - stale.stat().st_mtime > grace_s:
+                    shutil.rmtree(stale, ignore_errors=True)
+    except MaterializeBusy:
+        pass  # another materialiser started meanwhile; a later run removes them
+    return [folder.name for folder in replaced]

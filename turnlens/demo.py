@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import shutil
 import signal
 import subprocess
@@ -11,7 +12,15 @@ import time
 import urllib.request
 from pathlib import Path
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "sample.jsonl.gz"
+# shipped as package data of turnlens.sample_data, so found wherever turnlens is installed (a folder on disk)
+SAMPLE = Path(str(importlib.resources.files("turnlens.sample_data") / "sample.jsonl.gz"))
+# The live traffic adds to the recorded sample (120 sessions, 4 a minute) without drowning it: one new session
+# every 10 s is a story a viewer can follow, and after 30 minutes the store is about two samples' worth.
+LIVE_RATE = 0.1
+# The collector's maintenance, tuned so a store fed at that rate keeps few segment files: merged every 30 s,
+# the replaced ones gone a minute later (readers through turnlens hold leases and need no grace at all).
+COMPACT_INTERVAL = "30s"
+GRACE = "1m"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,7 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--http", default="127.0.0.1:4318", help="collector OTLP/HTTP address")
     parser.add_argument("--grpc", default="127.0.0.1:4317", help="collector OTLP/gRPC address")
     parser.add_argument("--port", type=int, default=8501, help="dashboard port")
-    parser.add_argument("--rate", type=float, default=2.0, help="live simulated sessions per second")
+    parser.add_argument(
+        "--rate", type=float, default=LIVE_RATE, help="live sessions per second (default %(default)s)"
+    )
     parser.add_argument("--no-live", action="store_true", help="only the recorded sample, no live traffic")
     parser.add_argument(
         "--sample-as-recorded",
@@ -98,7 +109,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         children.append(
             subprocess.Popen(
-                _turnlens("collect", "--store", str(store), "--http", args.http, "--grpc", args.grpc)
+                _turnlens(
+                    "collect", "--store", str(store), "--http", args.http, "--grpc", args.grpc,
+                    "--compact-interval", COMPACT_INTERVAL, "--grace", GRACE,
+                )
             )
         )
         if not _wait_for_http(f"http://{args.http}/v1/traces", 30):

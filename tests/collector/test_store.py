@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import store_procs as procs
+from turnlens.collector import quarantine
 from turnlens.collector.segments import host_tag
 from turnlens.collector.store import Store, StoreClosed, StoreOverloaded
 from turnlens.kernel.durations import parse_seconds
@@ -21,6 +22,18 @@ from turnlens.queries import catalog
 
 NS_PER_DAY = 86_400 * 1_000_000_000
 
+
+class Clock:
+    """A wall clock the test moves by hand, so a grace period passes exactly when the test says."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def open_store(root: Path, **options: Any) -> Store:
@@ -38,6 +51,7 @@ def base_views(root: Path) -> duckdb.DuckDBPyConnection:
     """The catalog's base views over the store in an in-memory DuckDB: what a reader sees, built in
     milliseconds (the full catalog takes seconds to write; the process tests use that one)."""
     con = duckdb.connect()
+    quarantine.ensure_log(root.resolve() / "segments")  # as write_catalog does: one base view reads it
     glob = str(root.resolve() / "segments" / "*" / "*.parquet")
     catalog.apply_views(con, glob, [view for view in catalog.load_views() if view.path.parent.name == "base"])
     return con
@@ -199,23 +213,25 @@ def test_a_retried_export_is_counted_once_and_its_newest_copy_wins(tmp_path: Pat
 
 
 def test_compaction_merges_small_segments_and_keeps_every_span(tmp_path: Path) -> None:
-    store = open_store(tmp_path, flush_interval_s=0.0)
+    clock = Clock()
+    store = open_store(tmp_path, flush_interval_s=0.0, clock=clock)
     for k in range(12):
         store.append(procs.spans(ids(1, k * 30, 30)))
     store.append(procs.spans(ids(1, 0, 30)))  # a duplicate, so the merge also holds a retried export
     before = segment_files(tmp_path)
     assert len(before) == 13
 
-    result = store.compact(min_segments=4, grace_s=0.5)
+    result = store.compact(min_segments=4, grace_s=300)
     assert (result.merged_segments, result.replaced_segments, result.rows) == (1, 13, 390)
     after = segment_files(tmp_path)
     assert set(before) <= set(after), "originals must stay for the grace period"
     with base_views(tmp_path) as con:
         assert one(con, "select count(*) from spans") == (360,)
 
+    clock.advance(299)
     assert store.compact(min_segments=2).merged_segments == 0, "scheduled files are not merged again"
     assert len(segment_files(tmp_path)) == 14
-    time.sleep(0.6)
+    clock.advance(2)
     result = store.compact(min_segments=2)  # the grace period passed: this pass deletes the originals
     store.close()
     assert result.merged_segments == 0
@@ -261,18 +277,21 @@ def test_two_compactors_at_once_never_merge_the_same_segment(tmp_path: Path) -> 
 
 def test_retention_drops_old_partitions_after_the_grace_period(tmp_path: Path) -> None:
     now = time.time_ns()
-    store = open_store(tmp_path, flush_interval_s=0.0)
+    clock = Clock()
+    store = open_store(tmp_path, flush_interval_s=0.0, clock=clock)
     store.append(procs.spans(ids(1, 0, 5), received_ns=now - 40 * NS_PER_DAY))
     store.append(procs.spans(ids(1, 5, 6), received_ns=now - 10 * NS_PER_DAY))
     store.append(procs.spans(ids(1, 11, 7), start_ns=now))
     partitions = sorted(p.name for p in (tmp_path / "segments").iterdir() if p.is_dir())
     assert len(partitions) == 4  # three days and the placeholder's
 
-    assert store.apply_retention(parse_seconds("30d"), grace_s=0.5) == 1
+    assert store.apply_retention(parse_seconds("30d"), grace_s=60) == 1
+    clock.advance(59)
+    assert store.apply_retention(parse_seconds("30d"), grace_s=60) == 0
     with base_views(tmp_path) as con:
         assert one(con, "select count(*) from spans") == (18,), "kept during the grace period"
-    time.sleep(0.6)
-    assert store.apply_retention(parse_seconds("30d"), grace_s=0.5) == 0
+    clock.advance(2)
+    assert store.apply_retention(parse_seconds("30d"), grace_s=60) == 0
     store.close()
 
     with base_views(tmp_path) as con:
@@ -283,20 +302,19 @@ def test_retention_drops_old_partitions_after_the_grace_period(tmp_path: Path) -
     assert (tmp_path / "segments" / "date=1970-01-01" / "empty.parquet").exists()
 
 
-def test_the_background_thread_compacts_and_applies_retention(tmp_path: Path) -> None:
+def test_one_maintenance_pass_applies_retention_then_compacts(tmp_path: Path) -> None:
     now = time.time_ns()
-    store = open_store(tmp_path, flush_interval_s=0.0, compact_interval_s=0.3, retention_s=86_400, grace_s=0)
+    store = open_store(tmp_path, flush_interval_s=0.0, grace_s=0)
     store.append(procs.spans(ids(1, 0, 5), received_ns=now - 3 * NS_PER_DAY))
     for k in range(10):
         store.append(procs.spans(ids(2, k * 10, 10)))
     assert store.stats.segments_written == 11  # the old day's segment too, before retention drops it
     old = tmp_path / "segments" / time.strftime("date=%Y-%m-%d", time.gmtime(now / 1e9 - 3 * 86_400))
-    deadline = time.monotonic() + 10
-    while (old.exists() or len(segment_files(tmp_path)) >= 10) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    assert store.apply_retention(86_400) == 1
+    assert store.compact().merged_segments == 1
     store.close()
     assert not old.exists()
-    assert len(segment_files(tmp_path)) < 10
+    assert len(segment_files(tmp_path)) == 1
     with base_views(tmp_path) as con:
         assert sorted(span_ids(con)) == ids(2, 0, 100)
 
