@@ -62,7 +62,7 @@ def _swimlanes_svg(incident: Incident) -> list[tuple[str, str]]:
         return []
     try:
         import vl_convert
-        from turnlens.dashboard import charts
+        from turnlens.export import timeline as charts
     except ImportError as exc:
         return [("", f'<p class="note">swimlane unavailable: {html.escape(str(exc))}</p>')]
     frame = pd.DataFrame(section.rows, columns=section.columns)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 from turnlens.dashboard import charts, common, data, export_buttons, filters, turn_view
+from turnlens.export import timeline as turn_timeline
 from turnlens.kernel import findings as finding_kinds
 
 SEVERE = ("critical", "high")
@@ -131,9 +132,10 @@ with common.section():
     turn_view.span_detail(spans, bars, turn_view.selected_span(picked, bars, marks))
 
 with st.expander("Events by layer (swimlane) and raw events", icon=":material/table_rows:"):
-    timeline = charts.timeline_frame(events, order=order)
+    timeline = turn_timeline.timeline_frame(events, order=order)
+    window = None if whole else turn_timeline.action_window(timeline)
     common.show_chart(
-        charts.swimlane(events, order=order, window=None if whole else charts.action_window(timeline)),
+        turn_timeline.swimlane(events, order=order, window=window),
         room=110,
     )
     inversions = int(timeline["inverted"].sum())
