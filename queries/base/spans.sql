@@ -5,7 +5,8 @@
 --   parent_span_id: the parent's span_id; null for a root span.
 --   trace_state: the W3C tracestate of the span.
 --   flags: OTLP span flags (W3C trace flags in the low byte).
---   name: the span name.
+--   name: the span name; where the name is a template (Logfire: `running tool: {name}`), the text Logfire rendered
+--     from it (logfire.msg).
 --   kind: unspecified / internal / server / client / producer / consumer.
 --   start_time_unix_nano: span start, Unix nanoseconds, by the emitting node's wall clock.
 --   end_time_unix_nano: span end; null when the span never ended.
@@ -29,10 +30,13 @@
 --   node: service.instance.id of the resource (else service.name): the node whose clock stamped the span.
 --   span_session_id: session.id (or gen_ai.conversation.id) as stamped on this span itself.
 --   span_turn_id: turnlens.turn.id as stamped on this span itself.
---   layer: turnlens.layer, else inferred from other conventions; null when nothing tells.
+--   layer: turnlens.layer, else inferred from other conventions (at ingest, then from the framework attributes the
+--     collector does not read: Traceloop's traceloop.span.kind, a bare gen_ai.tool.name); null when nothing tells.
 --   hlc: turnlens.hlc at span start, (physical_ms << 16) | logical; null when the span carries none.
 --   received_unix_nano: when a collector accepted the newest copy of the span.
---   session_id: the session, from the outermost span of the trace that names one, else through a link, else the trace id.
+--   session_id: the session, from the outermost span of the trace that names one (session.id, gen_ai.conversation.id,
+--     else a framework's: Traceloop's traceloop.association.properties.session_id, Logfire's session_id baggage),
+--     else through a link, else the trace id.
 --   turn_id: the turn, resolved the same way: a trace with neither becomes a turn (and a session) of its own.
 --   wall_ns: start_time_unix_nano, named for what the timelines sort on when there is no HLC.
 --   duration_ms: end minus start in milliseconds; null when the span never ended.
@@ -123,6 +127,20 @@ create or replace macro key_traces_of(traces) as (
     ))
 );
 
+-- framework_layer(attributes): the layer of a span the collector could not place (contract.infer_layer reads only
+-- the attributes it keeps): Traceloop's traceloop.span.kind (tool; workflow, agent, task), a span naming a tool by
+-- gen_ai.tool.name alone, a Traceloop model span (llm.request.type); null when nothing tells.
+create or replace macro framework_layer(attributes) as (
+    case
+        when attributes is null then null
+        when json_extract_string(attributes, '$."traceloop.span.kind"') = 'tool' then 'tool'
+        when json_extract_string(attributes, '$."traceloop.span.kind"') in ('workflow', 'agent', 'task') then 'runtime'
+        when json_extract_string(attributes, '$."gen_ai.tool.name"') is not null
+            and json_extract_string(attributes, '$."gen_ai.operation.name"') is null then 'tool'
+        when json_extract_string(attributes, '$."llm.request.type"') is not null then 'runtime'
+    end
+);
+
 -- spans_resolved(stored): the spans view's rows over a relation of stored copies named by string (a CTE or view
 -- with span_copies' columns): the copies of whole traces, with the traces their links name. spans_in passes a list's
 -- traces; the fresh part of the materialised views (derived/fresh.sql) passes a semi-join on a table of traces.
@@ -158,7 +176,15 @@ trace_identity as (  -- where the spans of one trace disagree, the outermost spa
                 started := start_time_unix_nano,
                 ended := -coalesce(end_time_unix_nano, start_time_unix_nano)
             ) as outer_rank
-        from query_table(stored)
+        from (
+            select
+                * exclude (span_session_id),
+                coalesce(span_session_id, case when contains(attributes, 'session_id') then coalesce(
+                    json_extract_string(attributes, '$."traceloop.association.properties.session_id"'),
+                    json_extract_string(attributes, '$.session_id')  -- Logfire's baggage, copied onto every span
+                ) end) as span_session_id
+            from query_table(stored)
+        )
         where span_session_id is not null or span_turn_id is not null
     )
     group by trace_id
@@ -180,7 +206,11 @@ linked_identity as (  -- a trace that names neither inherits through its links
 )
 
 select
-    s.*,
+    s.* replace (
+        case when contains(s.name, '{') and contains(s.attributes, '"logfire.msg"')
+            then coalesce(json_extract_string(s.attributes, '$."logfire.msg"'), s.name) else s.name end as name,
+        coalesce(s.layer, framework_layer(s.attributes)) as layer
+    ),
     coalesce(t.session_id, l.session_id, s.trace_id) as session_id,
     coalesce(t.turn_id, l.turn_id, s.trace_id) as turn_id,
     s.start_time_unix_nano as wall_ns,
