@@ -20,15 +20,17 @@ from mock_openai import MockOpenAI
 @pytest.fixture
 def framework_store(tmp_path: Path) -> Iterator[Callable[[str], FrameworkRun]]:
     collectors: list[otlp_samples.CollectorProcess] = []
+    runs: list[FrameworkRun] = []
 
     def run(script: str) -> FrameworkRun:
         store = tmp_path / "store"
         store.mkdir()
         (store / "tool_registry.toml").write_text(REGISTRY)
-        collector = otlp_samples.CollectorProcess(store).start()
+        collector = otlp_samples.CollectorProcess(store)
         collectors.append(collector)
         with MockOpenAI() as mock:
-            done = subprocess.run(
+            # the program imports its framework while the collector starts (it waits for the port to open)
+            program = subprocess.Popen(
                 [
                     sys.executable,
                     str(HERE / script),
@@ -37,16 +39,21 @@ def framework_store(tmp_path: Path) -> Iterator[Callable[[str], FrameworkRun]]:
                     "--openai",
                     mock.base_url,
                 ],
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
                 text=True,
-                timeout=120,
                 cwd=HERE,
             )
-        assert done.returncode == 0, done.stdout + done.stderr
+            collector.start()
+            output, _ = program.communicate(timeout=180)
+        assert program.returncode == 0, output
         assert collector.stop() == 0, "\n".join(collector.lines)
-        return FrameworkRun(store, mock, done.stdout + done.stderr)
+        runs.append(FrameworkRun(store, mock, output))
+        return runs[-1]
 
     yield run
+    for finished in runs:
+        finished.close()
     for collector in collectors:
         if collector.proc and collector.proc.poll() is None:
             collector.kill()

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import otlp_samples
+import duckdb
 from mock_openai import MockOpenAI
+from turnlens.queries import catalog
 
 HERE = Path(__file__).resolve().parent
 # What a team adds once it points its framework at turnlens: the tiers of its tools.
@@ -26,9 +27,18 @@ class FrameworkRun:
         self.store = store
         self.mock = mock
         self.output = output
+        self._con: duckdb.DuckDBPyConnection | None = None
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
-        return otlp_samples.query(self.store, sql)
+        """Runs SQL on the store's catalog, on one read-only connection for the run's questions."""
+        if self._con is None:
+            self._con = catalog.connect(self.store)
+        return self._con.execute(sql).fetchall()
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
     def turns(self) -> list[tuple[Any, ...]]:
         """(session_id, status) of every turn, in the order they started."""

@@ -13,8 +13,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -36,13 +39,29 @@ class Endpoints:
 
 
 def parse_endpoints() -> Endpoints:
+    """The command line's endpoints, once the collector listens (the test starts both at once)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--otlp", required=True)
     parser.add_argument("--openai", required=True)
     args = parser.parse_args()
     os.environ["OPENAI_API_KEY"] = "sk-test"
     os.environ["OPENAI_BASE_URL"] = args.openai
+    wait_for_port(args.otlp)
     return Endpoints(otlp=args.otlp, openai=args.openai)
+
+
+def wait_for_port(url: str, timeout_s: float = 90.0) -> None:
+    """Blocks until something accepts connections at the URL's host and port."""
+    parts = urlsplit(url)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def tracer_provider(endpoints: Endpoints, service: str) -> TracerProvider:
