@@ -65,17 +65,6 @@ create or replace macro is_model_span(attributes) as (
     )
 );
 
--- is_run_span(attributes): an agent run: GenAI invoke_agent, OpenInference AGENT, Traceloop workflow / agent, ADK's
--- invocation.
-create or replace macro is_run_span(attributes) as (
-    coalesce(
-        json_extract_string(attributes, '$."gen_ai.operation.name"') = 'invoke_agent'
-        or json_extract_string(attributes, '$."openinference.span.kind"') = 'AGENT'
-        or json_extract_string(attributes, '$."traceloop.span.kind"') in ('workflow', 'agent'),
-        false
-    )
-);
-
 -- model_finish_reason(attributes): the first finish reason of a model call: gen_ai.response.finish_reasons (a list,
 -- or Logfire's JSON text of one), else the finish_reason of gen_ai.output.messages, else Traceloop's
 -- gen_ai.completion.0.finish_reason; an OpenInference model call with output messages counts as `stop`.
