@@ -197,7 +197,9 @@ trace_identity as (  -- where the spans of one trace disagree, the outermost spa
                 * exclude (span_session_id),
                 coalesce(span_session_id, case when contains(attributes, 'session_id') then coalesce(
                     json_extract_string(attributes, '$."traceloop.association.properties.session_id"'),
-                    json_extract_string(attributes, '$.session_id')  -- Logfire's baggage, copied onto every span
+                    -- Logfire's baggage, copied onto every span (unless Logfire scrubbed it: not a session)
+                    case when not starts_with(json_extract_string(attributes, '$.session_id'), '[Scrubbed')
+                        then json_extract_string(attributes, '$.session_id') end
                 ) end) as span_session_id
             from query_table(stored)
         )

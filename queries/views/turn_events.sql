@@ -74,8 +74,9 @@ create or replace macro model_finish_reason(attributes) as (
         json_extract_string(json_extract_string(attributes, '$."gen_ai.response.finish_reasons"'), '$[0]'),
         case when starts_with(json_extract_string(attributes, '$."gen_ai.response.finish_reasons"'), '[') then null
             else json_extract_string(attributes, '$."gen_ai.response.finish_reasons"') end,
-        json_extract_string(json_extract_string(attributes, '$."gen_ai.output.messages"'), '$[-1].finish_reason'),
-        json_extract_string(attributes, '$."gen_ai.completion.0.finish_reason"'),
+        -- Traceloop writes an empty finish reason for a stream cut short
+        nullif(json_extract_string(json_extract_string(attributes, '$."gen_ai.output.messages"'), '$[-1].finish_reason'), ''),
+        nullif(json_extract_string(attributes, '$."gen_ai.completion.0.finish_reason"'), ''),
         case when json_extract_string(attributes, '$."llm.output_messages.0.message.role"') is not null
             or json_extract_string(attributes, '$."output.value"') is not null then 'stop' end
     )

@@ -1,7 +1,8 @@
 """The OpenAI Agents SDK traced by `openinference-instrumentation-openai-agents`.
 
 Each session's turns run inside one `with trace(..., group_id=session)`, as the SDK's docs show for a
-conversation: one trace, several runs, each run a turn. The session is named by OpenInference's `using_session`.
+conversation: one trace, several runs, each run a turn. OpenInference's `using_session` names
+the session.
 """
 
 from __future__ import annotations

@@ -13,5 +13,5 @@ from framework_runs import FrameworkRun
 @pytest.mark.slow
 def test_openai_sdk_turns_read_as_meant(framework_store: Callable[[str], FrameworkRun]) -> None:
     run = framework_store("run_openai_v2.py")
-    # the cancelled stream's chat span never ended, so the SDK never exported it: its run ended with nothing under
+    # the stopped stream's chat span never ended, so the SDK never exported it: the run ended empty
     assert expectations.assert_reads_as_meant(run) == "inferred.span_never_ended"
