@@ -38,7 +38,7 @@ def _clock_behind(rows: list[dict], hlc: Callable[..., int], ns: Callable[[float
 
 
 def _dispatch_clock_ahead(rows: list[dict], hlc: Callable[..., int], ns: Callable[[float], int]) -> None:
-    """The tool node's wall clock runs 10 ms ahead: its dispatch, before the cancel by HLC, reads 10 ms after it."""
+    """The tool node's wall clock runs 10 ms ahead: its dispatch, before the cancel by HLC, reads after it."""
     for row in rows:
         for ev in row["events"]:
             if ev["name"] == "tool.dispatched":
