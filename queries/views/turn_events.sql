@@ -114,6 +114,17 @@ create or replace macro requested_tool_calls(attributes) as (
     )
 );
 
+-- framework_input_of(spans): the narrow columns the framework readings need, once per query: the attributes, status
+-- message and exception events of spans without HLC only (a contract span says what it means itself).
+create or replace macro framework_input_of(spans) as table
+select
+    session_id, turn_id, trace_id, span_id, parent_span_id, name, kind, status_code, layer, node, service_name,
+    start_time_unix_nano, end_time_unix_nano, hlc,
+    case when hlc is null then attributes end as attributes,
+    case when hlc is null then status_message end as status_message,
+    case when hlc is null then list_filter(events, lambda e: e.name = 'exception') else [] end as events
+from query_table(spans);
+
 -- inferred_cancels_from(spans): rows in turn_events' shape (source `inferred`) for the cancellations a framework's
 -- spans show without declaring them, in turns whose spans carry no HLC (a contract turn declares its cancels).
 -- A cancel.requested row at the earliest signal, its cancel_origin saying which signal it is:
@@ -128,8 +139,12 @@ create or replace macro requested_tool_calls(attributes) as (
 -- because of it), so cancel-to-ack is the time from the first cancellation to the last span it stopped; without an
 -- exception nothing shows when the cancel was acknowledged, and cancel_to_ack_ms is null (unknown).
 create or replace macro inferred_cancels_from(spans) as table
-with contract_turns as (
-    select distinct turn_id from query_table(spans) where hlc is not null
+with input as materialized (  -- read once: every CTE below reads it again
+    select * from framework_input_of(spans)
+),
+
+contract_turns as (
+    select distinct turn_id from input where hlc is not null
 ),
 
 framework_spans as (
@@ -146,7 +161,7 @@ framework_spans as (
         is_model_span(s.attributes) as model_span,
         is_run_span(s.attributes) as run_span,
         case when is_model_span(s.attributes) then model_finish_reason(s.attributes) end as finish_reason
-    from query_table(spans) as s
+    from input as s
     anti join contract_turns as c using (turn_id)
 ),
 
@@ -331,6 +346,10 @@ clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by
     from all_rows
 ),
 
+framework_input as materialized (  -- what the framework readings below need, read once
+    select * from framework_input_of(spans)
+),
+
 requested_calls as (  -- the tool calls the models of a turn asked for, the n-th request of each tool numbered n
     select
         turn_id, call.name as tool_name, call.id as call_id,
@@ -339,7 +358,7 @@ requested_calls as (  -- the tool calls the models of a turn asked for, the n-th
         select turn_id, start_time_unix_nano, unnest(calls) as call, generate_subscripts(calls, 1) as position
         from (
             select turn_id, start_time_unix_nano, requested_tool_calls(attributes) as calls
-            from query_table(spans)
+            from framework_input
             where contains(attributes, 'tool_call') and is_model_span(attributes)
         )
     )
@@ -355,7 +374,7 @@ unnamed_tool_spans as (  -- tool spans that name no call (OpenInference, Tracelo
             trace_id, span_id, turn_id, start_time_unix_nano,
             coalesce(json_extract_string(attributes, '$."gen_ai.tool.name"'), json_extract_string(attributes, '$."tool.name"'))
                 as tool_name
-        from query_table(spans)
+        from framework_input
         where layer = 'tool' and not contains(attributes, 'call.id"')
     )
     where tool_name is not null
@@ -426,7 +445,7 @@ select
     model_span and source = 'span_start' as model_call
 from contract_rows
 union all by name
-select * from inferred_cancels_from(spans);
+select * from inferred_cancels_from('framework_input');
 
 -- turn_events_in(traces): the same rows for the traces of a list only (null: every trace); see spans_in.
 create or replace macro turn_events_in(traces) as table
