@@ -67,7 +67,8 @@ create or replace macro is_model_span(attributes) as (
 
 -- model_finish_reason(attributes): the first finish reason of a model call: gen_ai.response.finish_reasons (a list,
 -- or Logfire's JSON text of one), else the finish_reason of gen_ai.output.messages, else Traceloop's
--- gen_ai.completion.0.finish_reason; an OpenInference model call with output messages counts as `stop`.
+-- gen_ai.completion.0.finish_reason; an OpenInference model call with output (messages, output.value, or a completion
+-- token count when content is hidden) counts as `stop`.
 create or replace macro model_finish_reason(attributes) as (
     coalesce(
         json_extract_string(attributes, '$."gen_ai.response.finish_reasons"[0]'),
@@ -78,7 +79,8 @@ create or replace macro model_finish_reason(attributes) as (
         nullif(json_extract_string(json_extract_string(attributes, '$."gen_ai.output.messages"'), '$[-1].finish_reason'), ''),
         nullif(json_extract_string(attributes, '$."gen_ai.completion.0.finish_reason"'), ''),
         case when json_extract_string(attributes, '$."llm.output_messages.0.message.role"') is not null
-            or json_extract_string(attributes, '$."output.value"') is not null then 'stop' end
+            or json_extract_string(attributes, '$."output.value"') is not null
+            or json_extract_string(attributes, '$."llm.token_count.completion"') is not null then 'stop' end
     )
 );
 
