@@ -285,7 +285,7 @@ typed_spans as (  -- what a span's events inherit from it (tool identity), as sc
                 '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
                 '$."turnlens.tool.requires_approval"', '$."turnlens.cancel.origin"', '$."tool_call.id"'
             ]) as inherited,
-            is_model_span(attributes) as model_span
+            hlc is null and is_model_span(attributes) as model_span  -- a framework's (a contract span has HLC)
         from query_table(spans)
     )
 ),
