@@ -133,12 +133,15 @@ with_commit as (  -- a framework tool span without lifecycle events that ended w
     -- tier, the side effect happened when it ended (inferred: no tool.committed says so)
     select
         *,
-        committed_hlc is null
-            and lifecycle_steps = 0
-            and open_tool_spans = 0
-            and tool_span_end_hlc is not null
-            and not coalesce(tool_span_error, false)
-            and tier in ('button_reversible', 'soft_irreversible', 'hard_irreversible') as commit_inferred
+        coalesce(
+            committed_hlc is null
+                and lifecycle_steps = 0
+                and open_tool_spans = 0
+                and tool_span_end_hlc is not null
+                and not coalesce(tool_span_error, false)
+                and tier in ('button_reversible', 'soft_irreversible', 'hard_irreversible'),
+            false
+        ) as commit_inferred
     from with_registry
 )
 
