@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 STORE ?= ./turnlens-data
 
-.PHONY: install demo test test-fast lint sample bench browser clean
+.PHONY: install demo test test-fast lint docs sample bench fuzz browser clean
 
 install: $(STAMP)
 
@@ -30,7 +30,12 @@ test-fast: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy turnlens collector queries dashboard sample_data
+	$(BIN)/mypy turnlens kernel instrument collector queries alerts export dashboard sample_data
+
+# docs/views.md is generated from the views' own column comments; tests/test_docs.py fails when it is stale.
+docs: install
+	$(BIN)/turnlens views --markdown > docs/views.md.tmp
+	mv docs/views.md.tmp docs/views.md
 
 sample: install
 	$(BIN)/turnlens simulate --seed 7 --sessions 120 --out sample_data/sample.jsonl.gz --labels sample_data/sample_labels.json
@@ -39,6 +44,11 @@ bench: install
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/queries.py
 	$(BIN)/python bench/dashboard.py
+
+# Malformed OTLP against a real collector; prints a JSON summary (the tests run a few hundred cases).
+FUZZ_CASES ?= 100000
+fuzz: install
+	$(BIN)/python bench/fuzz.py --cases $(FUZZ_CASES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,4 +1,4 @@
-"""Times each dashboard page's data on a large store: the target of issue 5 is under 1 s a page at 1M spans.
+"""Times each dashboard page's data on a large store: the target is under 1 s a page at 1M spans.
 
 Every page runs in Streamlit's AppTest with the result cache cleared first, so each run reads the
 store; the figure per page is the sum of its named queries (what the dashboard waits on), beside

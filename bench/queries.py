@@ -1,5 +1,5 @@
-"""Times the analytic views over a large store built from the simulator's fast mode, against the targets
-of issue 4: all of `divergences` over 10M spans < 5 s, one turn's `turn_timeline` < 100 ms,
+"""Times the analytic views over a large store built from the simulator's fast mode, against the targets:
+all of `divergences` over 10M spans < 5 s, one turn's `turn_timeline` < 100 ms,
 `slo_cancel_to_ack` over 24 h < 1 s.
 
     .venv/bin/python bench/queries.py                         # 10M spans (minutes to build the store)
@@ -33,9 +33,9 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 from turnlens.collector import segments
 from turnlens.collector.otlp_decode import decode_protobuf
+from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize
-from turnlens.queries.commands import segments_glob
-from turnlens.sample_data.fast import counted_requests
+from turnlens.sample_data.bulk import counted_requests
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS_S = {"divergences": 5.0, "turn_timeline (one turn)": 0.1, "slo_cancel_to_ack (24 h)": 1.0}

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-from turnlens.collector.schema import SEGMENT_SCHEMA
 from turnlens.collector.store import Store, StoreOverloaded
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 
 def synthetic_spans(rows: int, seed: int) -> pa.Table:

@@ -1,1 +1,3 @@
-"""Receives OTLP spans and turns them into durable rows; also the instrumentation side (HLC, helpers)."""
+"""Receives OTLP spans (HTTP and gRPC), decodes them and stores them as durable Parquet segments;
+compacts and retires segments. It imports the kernel only: nothing of the queries, alerts, export or
+dashboard."""

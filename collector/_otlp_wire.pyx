@@ -244,6 +244,35 @@ cdef inline int read_key(const uint8_t* key, Py_ssize_t n) noexcept:
     return -1
 
 
+# Field numbers of the OTLP messages (opentelemetry/proto/trace/v1/trace.proto and its imports).
+cdef enum:
+    REQUEST_RESOURCE_SPANS = 1
+cdef enum:
+    RS_RESOURCE = 1, RS_SCOPE_SPANS = 2, RS_SCHEMA_URL = 3
+cdef enum:
+    RESOURCE_ATTRIBUTES = 1, RESOURCE_DROPPED = 2
+cdef enum:
+    SS_SCOPE = 1, SS_SPANS = 2, SS_SCHEMA_URL = 3
+cdef enum:
+    SCOPE_NAME = 1, SCOPE_VERSION = 2, SCOPE_ATTRIBUTES = 3, SCOPE_DROPPED = 4
+cdef enum:
+    SPAN_TRACE_ID = 1, SPAN_SPAN_ID = 2, SPAN_TRACE_STATE = 3, SPAN_PARENT = 4, SPAN_NAME = 5, SPAN_KIND = 6,
+    SPAN_START = 7, SPAN_END = 8, SPAN_ATTRIBUTES = 9, SPAN_DROPPED_ATTRS = 10, SPAN_EVENTS = 11,
+    SPAN_DROPPED_EVENTS = 12, SPAN_LINKS = 13, SPAN_DROPPED_LINKS = 14, SPAN_STATUS = 15, SPAN_FLAGS = 16
+cdef enum:
+    STATUS_MESSAGE = 2, STATUS_CODE = 3
+cdef enum:
+    EVENT_TIME = 1, EVENT_NAME = 2, EVENT_ATTRIBUTES = 3, EVENT_DROPPED = 4
+cdef enum:
+    LINK_TRACE_ID = 1, LINK_SPAN_ID = 2, LINK_TRACE_STATE = 3, LINK_ATTRIBUTES = 4, LINK_DROPPED = 5,
+    LINK_FLAGS = 6
+# Wire types, and the one-byte tags (field << 3 | wire type) of a KeyValue and its AnyValue.
+cdef enum:
+    WIRE_VARINT = 0, WIRE_FIXED64 = 1, WIRE_LEN = 2, WIRE_FIXED32 = 5
+cdef enum:
+    TAG_KV_KEY = 0x0A, TAG_KV_VALUE = 0x12, TAG_STRING = 0x0A, TAG_BOOL = 0x10, TAG_INT = 0x18
+
+
 # A read attribute's last value on the current span or event.
 cdef enum:
     V_ABSENT, V_STR, V_INT, V_BOOL, V_PY
@@ -496,7 +525,7 @@ cdef class Walk:
     cdef ReadVal reads[N_READ]
     cdef bint any_read
     cdef object kv_entry, contract_values, as_int, span_problem, link_problem
-    cdef object resource_hook, context_hook
+    cdef object resource_hook, context_hook, check_attributes
 
     def __cinit__(self, *args):
         memset(self.s, 0, sizeof(self.s))
@@ -519,7 +548,7 @@ cdef class Walk:
     def __init__(self, hooks):
         cdef int k
         (self.kv_entry, self.contract_values, self.as_int, self.span_problem,
-         self.link_problem, self.resource_hook, self.context_hook) = hooks
+         self.link_problem, self.resource_hook, self.context_hook, self.check_attributes) = hooks
         self.contexts = []
         self.reasons = []
         self.values = []
@@ -562,8 +591,8 @@ cdef class Walk:
         cdef Field f
         while p < end:
             p = next_field(p, end, &f)
-            if f.number == 1:
-                expect(&f, 2)
+            if f.number == REQUEST_RESOURCE_SPANS:
+                expect(&f, WIRE_LEN)
                 self.resource_spans(f.p, f.p + f.n)
         return 0
 
@@ -576,22 +605,22 @@ cdef class Walk:
         # first the resource and schema_url, which may come after the scopes on the wire
         while p < end:
             p = next_field(p, end, &f)
-            if f.number == 1:
-                expect(&f, 2)
+            if f.number == RS_RESOURCE:
+                expect(&f, WIRE_LEN)
                 if resource != NULL:
                     raise NotPlainWire("two resources: protobuf merges them")
                 resource, resource_n = f.p, f.n
-            elif f.number == 3:
-                expect(&f, 2)
+            elif f.number == RS_SCHEMA_URL:
+                expect(&f, WIRE_LEN)
                 schema_url = self.text(f.p, f.n)
-            elif f.number == 2:
-                expect(&f, 2)
-        raws, dropped = self.attribute_list(resource, resource_n, 1, 2)
+            elif f.number == RS_SCOPE_SPANS:
+                expect(&f, WIRE_LEN)
+        raws, dropped = self.attribute_list(resource, resource_n, RESOURCE_ATTRIBUTES, RESOURCE_DROPPED)
         resource_values = self.resource_hook(raws)
         p = start
         while p < end:
             p = next_field(p, end, &f)
-            if f.number == 2:
+            if f.number == RS_SCOPE_SPANS:
                 self.scope_spans(f.p, f.p + f.n, resource_values, dropped, schema_url)
         return 0
 
@@ -608,10 +637,10 @@ cdef class Walk:
         while p != NULL and p < end:
             p = next_field(p, end, &f)
             if f.number == attributes:
-                expect(&f, 2)
+                expect(&f, WIRE_LEN)
                 raws.append(PyBytes_FromStringAndSize(<const char*>f.p, f.n))
             elif f.number == dropped:
-                expect(&f, 0)
+                expect(&f, WIRE_VARINT)
                 count = <uint32_t>f.value
         return raws, count
 
@@ -628,26 +657,26 @@ cdef class Walk:
         cdef object version = ""
         while p < end:
             p = next_field(p, end, &f)
-            if f.number == 1:
-                expect(&f, 2)
+            if f.number == SS_SCOPE:
+                expect(&f, WIRE_LEN)
                 if scope != NULL:
                     raise NotPlainWire("two scopes: protobuf merges them")
                 scope, scope_n = f.p, f.n
-            elif f.number == 3:
-                expect(&f, 2)
+            elif f.number == SS_SCHEMA_URL:
+                expect(&f, WIRE_LEN)
                 schema_url = self.text(f.p, f.n)
-            elif f.number == 2:
-                expect(&f, 2)
-        raws, dropped = self.attribute_list(scope, scope_n, 3, 4)
+            elif f.number == SS_SPANS:
+                expect(&f, WIRE_LEN)
+        raws, dropped = self.attribute_list(scope, scope_n, SCOPE_ATTRIBUTES, SCOPE_DROPPED)
         if scope != NULL:
             q, scope_end = scope, scope + scope_n
             while q < scope_end:
                 q = next_field(q, scope_end, &f)
-                if f.number == 1:
-                    expect(&f, 2)
+                if f.number == SCOPE_NAME:
+                    expect(&f, WIRE_LEN)
                     name = self.text(f.p, f.n)
-                elif f.number == 2:
-                    expect(&f, 2)
+                elif f.number == SCOPE_VERSION:
+                    expect(&f, WIRE_LEN)
                     version = self.text(f.p, f.n)
         context = self.context_hook(
             resource_values, resource_dropped, resource_schema_url, name, version, raws, dropped, schema_url
@@ -656,7 +685,7 @@ cdef class Walk:
         p = start
         while p < end:
             p = next_field(p, end, &f)
-            if f.number == 2:
+            if f.number == SS_SPANS:
                 self.span(f.p, f.p + f.n)
         return 0
 
@@ -673,7 +702,7 @@ cdef class Walk:
             p = next_field(p, end, &f)
             if f.number != number:
                 continue
-            expect(&f, 2)
+            expect(&f, WIRE_LEN)
             if not first:
                 buf_byte(b, b',')
             first = False
@@ -694,12 +723,12 @@ cdef class Walk:
         cdef int which
         cdef ReadVal* r
         # 0x0a <len> key 0x12 <len> AnyValue{ exactly one of 0x0a string, 0x10 bool, 0x18 int }
-        if n < 4 or p[0] != 0x0A:
+        if n < 4 or p[0] != TAG_KV_KEY:
             return self.python_kv(b, s, n, track)
         p = length(p + 1, end, &key_n)
         key = p
         p += key_n
-        if p >= end or p[0] != 0x12:
+        if p >= end or p[0] != TAG_KV_VALUE:
             return self.python_kv(b, s, n, track)
         p = length(p + 1, end, &value_n)
         if p + value_n != end or value_n < 2 or not valid_utf8(key, key_n):
@@ -707,7 +736,7 @@ cdef class Walk:
         tag = p[0]
         value = p + 1
         which = read_key(key, key_n) if track else -1
-        if tag == 0x0A:
+        if tag == TAG_STRING:
             value = length(value, end, &text_n)
             if value + text_n != end or not valid_utf8(value, text_n):
                 return self.python_kv(b, s, n, track)
@@ -719,13 +748,13 @@ cdef class Walk:
                 r.kind, r.p, r.n = V_STR, value, text_n
                 self.any_read = True
             return 0
-        if tag == 0x18 or tag == 0x10:
+        if tag == TAG_INT or tag == TAG_BOOL:
             value = varint(value, end, &v)
             if value != end:
                 return self.python_kv(b, s, n, track)
             json_string(b, key, key_n)
             buf_byte(b, b':')
-            if tag == 0x18:
+            if tag == TAG_INT:
                 decimal(b, <int64_t>v)
             elif v:
                 buf_put(b, b"true", 4)
@@ -733,7 +762,7 @@ cdef class Walk:
                 buf_put(b, b"false", 5)
             if which >= 0:
                 r = &self.reads[which]
-                r.kind, r.i = (V_INT if tag == 0x18 else V_BOOL), <int64_t>v
+                r.kind, r.i = (V_INT if tag == TAG_INT else V_BOOL), <int64_t>v
                 self.any_read = True
             return 0
         return self.python_kv(b, s, n, track)
@@ -800,53 +829,53 @@ cdef class Walk:
         while p < end:
             p = next_field(p, end, &f)
             k = f.number
-            if k == 1:
-                expect(&f, 2)
+            if k == SPAN_TRACE_ID:
+                expect(&f, WIRE_LEN)
                 trace, trace_n = f.p, f.n
-            elif k == 2:
-                expect(&f, 2)
+            elif k == SPAN_SPAN_ID:
+                expect(&f, WIRE_LEN)
                 span_id, span_n = f.p, f.n
-            elif k == 3:
-                expect(&f, 2)
+            elif k == SPAN_TRACE_STATE:
+                expect(&f, WIRE_LEN)
                 need_utf8(f.p, f.n)
                 trace_state, trace_state_n = f.p, f.n
-            elif k == 4:
-                expect(&f, 2)
+            elif k == SPAN_PARENT:
+                expect(&f, WIRE_LEN)
                 parent, parent_n = f.p, f.n
-            elif k == 5:
-                expect(&f, 2)
+            elif k == SPAN_NAME:
+                expect(&f, WIRE_LEN)
                 need_utf8(f.p, f.n)
                 name, name_n = f.p, f.n
-            elif k == 6:
-                expect(&f, 0)
+            elif k == SPAN_KIND:
+                expect(&f, WIRE_VARINT)
                 kind = <int32_t>f.value
-            elif k == 7:
-                expect(&f, 1)
+            elif k == SPAN_START:
+                expect(&f, WIRE_FIXED64)
                 start_time = f.value
-            elif k == 8:
-                expect(&f, 1)
+            elif k == SPAN_END:
+                expect(&f, WIRE_FIXED64)
                 end_time = f.value
-            elif k == 10:
-                expect(&f, 0)
+            elif k == SPAN_DROPPED_ATTRS:
+                expect(&f, WIRE_VARINT)
                 dropped_attrs = <uint32_t>f.value
-            elif k == 12:
-                expect(&f, 0)
+            elif k == SPAN_DROPPED_EVENTS:
+                expect(&f, WIRE_VARINT)
                 dropped_events = <uint32_t>f.value
-            elif k == 14:
-                expect(&f, 0)
+            elif k == SPAN_DROPPED_LINKS:
+                expect(&f, WIRE_VARINT)
                 dropped_links = <uint32_t>f.value
-            elif k == 15:
-                expect(&f, 2)
+            elif k == SPAN_STATUS:
+                expect(&f, WIRE_LEN)
                 if status != NULL:
                     raise NotPlainWire("two statuses: protobuf merges them")
                 status, status_n = f.p, f.n
-            elif k == 16:
-                expect(&f, 5)
+            elif k == SPAN_FLAGS:
+                expect(&f, WIRE_FIXED32)
                 flags = f.value
-            elif k == 9 or k == 11:
-                expect(&f, 2)
-            elif k == 13:
-                expect(&f, 2)
+            elif k == SPAN_ATTRIBUTES or k == SPAN_EVENTS:
+                expect(&f, WIRE_LEN)
+            elif k == SPAN_LINKS:
+                expect(&f, WIRE_LEN)
                 links += 1
                 if not bad_link:
                     self.link_ids(f.p, f.p + f.n, &link_trace, &link_trace_n, &link_span, &link_span_n)
@@ -861,17 +890,17 @@ cdef class Walk:
             q, e = status, status + status_n
             while q < e:
                 q = next_field(q, e, &f)
-                if f.number == 2:
-                    expect(&f, 2)
+                if f.number == STATUS_MESSAGE:
+                    expect(&f, WIRE_LEN)
                     need_utf8(f.p, f.n)
                     status_message, status_message_n = f.p, f.n
-                elif f.number == 3:
-                    expect(&f, 0)
+                elif f.number == STATUS_CODE:
+                    expect(&f, WIRE_VARINT)
                     status_code = <int32_t>f.value
         # the reference decoder's checks, in its order
         if (trace_n != 16 or span_n != 8 or (parent_n and parent_n != 8) or end_time > <uint64_t>INT64_MAX
                 or start_time > <uint64_t>INT64_MAX or all_zero(trace, 16) or all_zero(span_id, 8)):
-            self.check_events_and_links(start, end)
+            self.check_rejected(start, end)
             self.reasons.append(self.span_problem(
                 PyBytes_FromStringAndSize(<const char*>trace, trace_n),
                 PyBytes_FromStringAndSize(<const char*>span_id, span_n),
@@ -879,7 +908,7 @@ cdef class Walk:
             ))
             return 0
         if bad_link:
-            self.check_events_and_links(start, end)
+            self.check_rejected(start, end)
             self.reasons.append(self.link_problem(*bad_link_ids))
             return 0
         # events, then the span's attributes (the reference's order: both may raise)
@@ -887,7 +916,7 @@ cdef class Walk:
         p = start
         while p < end:
             p = next_field(p, end, &f)
-            if f.number == 11:
+            if f.number == SPAN_EVENTS:
                 self.event(f.p, f.p + f.n, &latest_event)
         if latest_event > <uint64_t>INT64_MAX:
             str_truncate(&self.s[SE_NAME], events_before)
@@ -895,7 +924,7 @@ cdef class Walk:
             int_truncate(&self.i[IE_TIME], events_before)
             int_truncate(&self.i[IE_DROPPED], events_before)
             int_truncate(&self.i[IE_HLC], events_before)
-            self.check_events_and_links(start, end)
+            self.check_rejected(start, end)
             self.reasons.append("event timestamp outside the int64 range")
             return 0
         self.clear_reads()
@@ -937,42 +966,54 @@ cdef class Walk:
             p = start
             while p < end:
                 p = next_field(p, end, &f)
-                if f.number == 13:
+                if f.number == SPAN_LINKS:
                     self.link(f.p, f.p + f.n)
         buf_i32(&self.link_offsets, self.s[SL_TRACE].rows)
         return 0
 
-    cdef int check_events_and_links(self, const uint8_t* p, const uint8_t* end) except -1:
-        """A rejected span's events and links are not read, but protobuf would still have parsed them:
-        a malformed one makes the whole request malformed, as the reference decoder says."""
+    cdef int check_rejected(self, const uint8_t* p, const uint8_t* end) except -1:
+        """A rejected span's events, links and attributes are not read, but protobuf would still have
+        parsed them: a malformed one makes the whole request malformed, as the reference decoder says.
+        Attributes go to otlp_attributes.check_attributes: the span's, then each event's, then each link's."""
         cdef Field f, g
         cdef const uint8_t* q
         cdef const uint8_t* e
+        cdef list span_raws = [], event_raws = [], link_raws = []
         while p < end:
             p = next_field(p, end, &f)
-            if f.number != 11 and f.number != 13:
+            if f.number == SPAN_ATTRIBUTES:
+                expect(&f, WIRE_LEN)
+                span_raws.append(PyBytes_FromStringAndSize(<const char*>f.p, f.n))
+            if f.number != SPAN_EVENTS and f.number != SPAN_LINKS:
                 continue
             q, e = f.p, f.p + f.n
             while q < e:
                 q = next_field(q, e, &g)
-                if f.number == 11:  # Event: time, name, attributes, dropped count
-                    if g.number == 1:
-                        expect(&g, 1)
-                    elif g.number == 2 or g.number == 3:
-                        expect(&g, 2)
-                        if g.number == 2:
-                            need_utf8(g.p, g.n)
-                    elif g.number == 4:
-                        expect(&g, 0)
-                else:  # Link: trace_id, span_id, trace_state, attributes, dropped count, flags
-                    if 1 <= g.number <= 4:
-                        expect(&g, 2)
-                        if g.number == 3:
-                            need_utf8(g.p, g.n)
-                    elif g.number == 5:
-                        expect(&g, 0)
-                    elif g.number == 6:
-                        expect(&g, 5)
+                if f.number == SPAN_EVENTS:
+                    if g.number == EVENT_TIME:
+                        expect(&g, WIRE_FIXED64)
+                    elif g.number == EVENT_NAME:
+                        expect(&g, WIRE_LEN)
+                        need_utf8(g.p, g.n)
+                    elif g.number == EVENT_ATTRIBUTES:
+                        expect(&g, WIRE_LEN)
+                        event_raws.append(PyBytes_FromStringAndSize(<const char*>g.p, g.n))
+                    elif g.number == EVENT_DROPPED:
+                        expect(&g, WIRE_VARINT)
+                else:
+                    if g.number == LINK_TRACE_ID or g.number == LINK_SPAN_ID:
+                        expect(&g, WIRE_LEN)
+                    elif g.number == LINK_TRACE_STATE:
+                        expect(&g, WIRE_LEN)
+                        need_utf8(g.p, g.n)
+                    elif g.number == LINK_ATTRIBUTES:
+                        expect(&g, WIRE_LEN)
+                        link_raws.append(PyBytes_FromStringAndSize(<const char*>g.p, g.n))
+                    elif g.number == LINK_DROPPED:
+                        expect(&g, WIRE_VARINT)
+                    elif g.number == LINK_FLAGS:
+                        expect(&g, WIRE_FIXED32)
+        self.check_attributes(span_raws + event_raws + link_raws)
         return 0
 
     cdef int contract(self, int32_t kind) except -1:
@@ -1029,11 +1070,11 @@ cdef class Walk:
         trace[0], trace_n[0], span_id[0], span_n[0] = NULL, 0, NULL, 0
         while p < end:
             p = next_field(p, end, &f)
-            if f.number == 1:
-                expect(&f, 2)
+            if f.number == LINK_TRACE_ID:
+                expect(&f, WIRE_LEN)
                 trace[0], trace_n[0] = f.p, f.n
-            elif f.number == 2:
-                expect(&f, 2)
+            elif f.number == LINK_SPAN_ID:
+                expect(&f, WIRE_LEN)
                 span_id[0], span_n[0] = f.p, f.n
         return 0
 
@@ -1047,18 +1088,18 @@ cdef class Walk:
         cdef ReadVal* hlc = &self.reads[K_HLC]
         while p < end:
             p = next_field(p, end, &f)
-            if f.number == 1:
-                expect(&f, 1)
+            if f.number == EVENT_TIME:
+                expect(&f, WIRE_FIXED64)
                 time = f.value
-            elif f.number == 2:
-                expect(&f, 2)
+            elif f.number == EVENT_NAME:
+                expect(&f, WIRE_LEN)
                 need_utf8(f.p, f.n)
                 name, name_n = f.p, f.n
-            elif f.number == 4:
-                expect(&f, 0)
+            elif f.number == EVENT_DROPPED:
+                expect(&f, WIRE_VARINT)
                 dropped = <uint32_t>f.value
-            elif f.number == 3:
-                expect(&f, 2)
+            elif f.number == EVENT_ATTRIBUTES:
+                expect(&f, WIRE_LEN)
         self.clear_reads()
         self.values.clear()
         self.attributes(&self.s[SE_ATTRS], start, end, 3, True)
@@ -1090,22 +1131,22 @@ cdef class Walk:
         cdef uint64_t flags = 0
         while p < end:
             p = next_field(p, end, &f)
-            if f.number == 1:
+            if f.number == LINK_TRACE_ID:
                 trace = f.p
-            elif f.number == 2:
+            elif f.number == LINK_SPAN_ID:
                 span_id = f.p
-            elif f.number == 3:
-                expect(&f, 2)
+            elif f.number == LINK_TRACE_STATE:
+                expect(&f, WIRE_LEN)
                 need_utf8(f.p, f.n)
                 trace_state, trace_state_n = f.p, f.n
-            elif f.number == 5:
-                expect(&f, 0)
+            elif f.number == LINK_DROPPED:
+                expect(&f, WIRE_VARINT)
                 dropped = <uint32_t>f.value
-            elif f.number == 6:
-                expect(&f, 5)
+            elif f.number == LINK_FLAGS:
+                expect(&f, WIRE_FIXED32)
                 flags = f.value
-            elif f.number == 4:
-                expect(&f, 2)
+            elif f.number == LINK_ATTRIBUTES:
+                expect(&f, WIRE_LEN)
         hex_id(&self.s[SL_TRACE], trace, 16)
         hex_id(&self.s[SL_SPAN], span_id, 8)
         if trace_state_n:

@@ -11,10 +11,13 @@ from types import FrameType
 
 from turnlens.collector import settings as collector_settings
 from turnlens.collector.compaction import CompactionBusy
-from turnlens.collector.store import Store, parse_duration
+from turnlens.collector.store import PrepareStore, Store
+from turnlens.kernel.durations import parse_seconds
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction, prepare_store: PrepareStore | None = None) -> None:
+    """Adds collect, ingest and compact. `prepare_store` makes a store the commands open readable (the
+    program passes the catalog writer of the queries, which the collector does not import)."""
     collect = subparsers.add_parser(
         "collect",
         help="receive OTLP traces (HTTP 4318, gRPC 4317) into a store",
@@ -22,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "< TURNLENS_* environment variables < flags.",
     )
     collector_settings.add_arguments(collect)
-    collect.set_defaults(func=run_collect)
+    collect.set_defaults(func=run_collect, prepare_store=prepare_store)
 
     ingest = subparsers.add_parser(
         "ingest",
@@ -31,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ingest.add_argument("files", nargs="+", type=Path, metavar="FILE")
     ingest.add_argument("--store", type=Path, default=None, help="store directory (env TURNLENS_STORE)")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
-    ingest.set_defaults(func=run_ingest)
+    ingest.set_defaults(func=run_ingest, prepare_store=prepare_store)
 
     compact = subparsers.add_parser("compact", help="merge small segments; apply a retention")
     compact.add_argument("--store", type=Path, default=None, help="store directory (env TURNLENS_STORE)")
@@ -51,7 +54,7 @@ def run_collect(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"turnlens collect: {exc}", file=sys.stderr)
         return 2
-    collector = Collector(settings)
+    collector = Collector(settings, prepare_store=args.prepare_store)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -76,7 +79,6 @@ def run_collect(args: argparse.Namespace) -> int:
 
 def run_ingest(args: argparse.Namespace) -> int:
     from turnlens.collector.file_import import ingest_files
-    from turnlens.queries.catalog import write_catalog
 
     root = _store_dir(args)
     missing = [str(path) for path in args.files if not path.is_file()]
@@ -84,7 +86,8 @@ def run_ingest(args: argparse.Namespace) -> int:
         print(f"turnlens ingest: no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
     with Store(root) as store:
-        write_catalog(root, store.segments_glob)
+        if args.prepare_store is not None:
+            args.prepare_store(root, store.segments_glob)
         report = ingest_files(store, args.files, progress=not args.quiet)
     print(report.summary())
     return 0 if report.stored or not report.problems else 1
@@ -98,7 +101,7 @@ def run_compact(args: argparse.Namespace) -> int:
     with Store(root) as store:
         try:
             if args.retention:
-                dropped = store.apply_retention(parse_duration(args.retention))
+                dropped = store.apply_retention(parse_seconds(args.retention))
                 print(f"turnlens compact: dropped {dropped} date partition(s) older than {args.retention}")
             result = store.compact()
         except CompactionBusy as exc:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from turnlens.collector import segments
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 DEFAULT_GRACE_S = 300.0  # far longer than any dashboard or alert query runs
 MANIFEST = "_maintenance.json"

@@ -1,13 +1,20 @@
 """OTLP/gRPC receiver: TraceService/Export (plus Logs and Metrics answered as the HTTP side does).
 
 Requests arrive as raw bytes (no generated servicer), so they go through the same fast decoder as
-OTLP/HTTP. gRPC enforces the size limit itself (RESOURCE_EXHAUSTED, decompressed size included);
-overload answers UNAVAILABLE with a RetryInfo, which OTLP exporters honour as the retry delay.
+OTLP/HTTP. gRPC enforces the size limit itself (RESOURCE_EXHAUSTED, decompressed size included).
+A call's message is taken from gRPC (and copied into Python) only once the call is admitted: the
+in-flight budget has room and one of a few receive slots is free; it is then held against the budget
+while it is decoded and stored. gRPC's transport itself reads each started call's whole message, so
+its share of memory is bounded per call by the size limit and per connection by
+STREAMS_PER_CONNECTION, not by the budget (docs/collector-limits.md). Every refusal for load is
+UNAVAILABLE with a RetryInfo, which OTLP exporters honour as the retry delay; gRPC's own concurrency
+limit is not used, as its RESOURCE_EXHAUSTED without RetryInfo makes exporters drop the data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
@@ -21,7 +28,15 @@ from turnlens.collector.receiver import Overloaded, Receiver, ShuttingDown
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 METRICS_SERVICE = "opentelemetry.proto.collector.metrics.v1.MetricsService"
-WORKERS = 8
+WORKERS = 16  # calls handled at once; more wait in the pool's queue with only their stream window buffered
+STREAMS_PER_CONNECTION = 4
+RECEIVE_WAIT_S = 5.0  # how long an admitted call may wait for a receive slot before UNAVAILABLE
+
+
+def receive_slots(max_request_bytes: int, max_inflight_bytes: int) -> int:
+    """Calls whose message may be received at once: as many largest requests as the budget holds (at least
+    one), so messages arriving but not yet counted add at most about one budget to memory."""
+    return max(1, min(WORKERS, max_inflight_bytes // max(max_request_bytes, 1)))
 
 
 def _retry_trailers(code: int, message: str, retry_after_s: float) -> tuple[tuple[str, bytes], ...]:
@@ -39,21 +54,26 @@ def _retry_trailers(code: int, message: str, retry_after_s: float) -> tuple[tupl
 
 
 class _Export:
-    """The unary Export handler of one service."""
+    """The Export handler of one service, registered as client-streaming so the handler decides when
+    (and whether) the single request message is received."""
 
-    def __init__(self, receiver: Receiver, signal: str) -> None:
+    def __init__(self, receiver: Receiver, signal: str, receive_slots: threading.BoundedSemaphore) -> None:
         self.receiver = receiver
         self.signal = signal
+        self.receive_slots = receive_slots
 
-    def __call__(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+    def __call__(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
         receiver = self.receiver
         metadata = dict(context.invocation_metadata())
         if not receiver.authorized(metadata.get("authorization")):
             receiver.stats.count("grpc-unauthenticated")
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
+            if receiver.stopping.is_set():
+                raise ShuttingDown("the collector is shutting down", 1.0)
             with receiver.budget.hold() as reservation:
-                reservation.grow(len(request))  # gRPC already holds the body: count it while decoding
+                request = self._receive(requests, context)
+                reservation.grow(len(request))  # held while it is decoded and stored
                 if self.signal != "traces":
                     return rx.other_signal_response(self.signal, request, json=False)
                 result = receiver.export_traces(request, json=False)
@@ -67,10 +87,28 @@ class _Export:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         raise AssertionError("unreachable: context.abort raises")
 
+    def _receive(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
+        """The one request message, pulled once the budget has room and a receive slot is free (Overloaded
+        otherwise): at most RECEIVE_SLOTS messages are being received without being counted yet."""
+        self.receiver.budget.admit()
+        if not self.receive_slots.acquire(timeout=RECEIVE_WAIT_S):
+            raise Overloaded(f"{RECEIVE_WAIT_S:g} s without a free receive slot; retry shortly", 1.0)
+        try:
+            self.receiver.budget.admit()  # the wait may have filled it
+            request = next(requests, None)
+        finally:
+            self.receive_slots.release()
+        if request is None or next(requests, None) is not None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Export takes exactly one request message")
+            raise AssertionError("unreachable: context.abort raises")
+        return request
 
-def _handler(receiver: Receiver, service: str, signal: str) -> grpc.GenericRpcHandler:
-    export: Callable[[Any, grpc.ServicerContext], Any] = _Export(receiver, signal)
-    method = grpc.unary_unary_rpc_method_handler(export, request_deserializer=None, response_serializer=None)
+
+def _handler(
+    receiver: Receiver, service: str, signal: str, receive_slots: threading.BoundedSemaphore
+) -> grpc.GenericRpcHandler:
+    export: Callable[[Any, grpc.ServicerContext], Any] = _Export(receiver, signal, receive_slots)
+    method = grpc.stream_unary_rpc_method_handler(export, request_deserializer=None, response_serializer=None)
     return grpc.method_handlers_generic_handler(service, {"Export": method})
 
 
@@ -80,15 +118,24 @@ class GrpcReceiver:
     def __init__(self, host: str, port: int, receiver: Receiver) -> None:
         self.receiver = receiver
         limit = receiver.max_request_bytes
+        slots = threading.BoundedSemaphore(receive_slots(limit, receiver.budget.limit))
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="otlp-grpc"),
             handlers=[
-                _handler(receiver, TRACE_SERVICE, "traces"),
-                _handler(receiver, LOGS_SERVICE, "logs"),
-                _handler(receiver, METRICS_SERVICE, "metrics"),
+                _handler(receiver, TRACE_SERVICE, "traces", slots),
+                _handler(receiver, LOGS_SERVICE, "logs", slots),
+                _handler(receiver, METRICS_SERVICE, "metrics", slots),
             ],
-            options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)],
-            maximum_concurrent_rpcs=WORKERS * 4,
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.so_reuseport", 0),
+                # A call not yet admitted may only have its stream's window of bytes buffered here: without
+                # BDP probing that window stays at its initial 64 KiB instead of growing toward the message.
+                ("grpc.http2.bdp_probe", 0),
+                # gRPC reads a call's whole message as soon as the call starts, admitted or not: per
+                # connection, at most this many calls (and their messages) at once; clients queue the rest.
+                ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
+            ],
         )
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         bound = self.server.add_insecure_port(target)

@@ -8,6 +8,8 @@ exhaust memory.
 
 from __future__ import annotations
 
+import io
+import re
 import socket
 import sys
 import threading
@@ -17,7 +19,7 @@ import zlib
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NoReturn, cast
 
 from turnlens.collector import receiver as rx
 from turnlens.collector.otlp_decode import OtlpDecodeError
@@ -30,6 +32,9 @@ JSON_TYPE = "application/json"
 READ_PIECE = 1024 * 1024
 DRAIN_LIMIT = 64 * 1024 * 1024  # after an early refusal, read and discard up to this much of the body
 IDLE_TIMEOUT_S = 120.0  # a keep-alive connection with no request for this long is closed
+MAX_TRAILERS = 64  # trailer lines after a chunked body
+_DIGITS = re.compile(r"[0-9]+")
+_HEX = re.compile(rb"[0-9A-Fa-f]+")
 
 
 class HttpError(Exception):
@@ -40,6 +45,11 @@ class HttpError(Exception):
         self.status = status
         self.code = code
         self.retry_after_s = retry_after_s
+
+
+def _gzip_member() -> Any:
+    """A decompressor of one gzip member (header, deflate data, trailer)."""
+    return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
 
 
 class OtlpHttpServer(ThreadingHTTPServer):
@@ -86,7 +96,8 @@ class OtlpHandler(BaseHTTPRequestHandler):
     sys_version = ""
     timeout = IDLE_TIMEOUT_S
     server: OtlpHttpServer
-    _unread = 0  # bytes of the current request's body not read yet; -1: unknown
+    _unread = 0  # bytes of the current request's body not read yet; -1: unknown (close after answering)
+    _deadline = 0.0  # time.monotonic() by which the current request's body must have arrived
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
         """Quiet: one line per request would cost more than the request at full load."""
@@ -94,24 +105,75 @@ class OtlpHandler(BaseHTTPRequestHandler):
     # --- methods --------------------------------------------------------------------------------
 
     def do_POST(self) -> None:
+        if not self._version_supported():
+            return
         self.server.begin()
         try:
-            self._unread = self._body_length()
-            self._post()
+            self._deadline = time.monotonic() + self.server.receiver.read_timeout_s
+            try:
+                chunked, length = self._framing()
+            except HttpError as exc:
+                self._unread = -1
+                self.server.receiver.stats.count(str(exc.status))
+                self._send_error(exc)
+                return
+            self._unread = -1 if chunked else length or 0
+            self._post(chunked, length)
         finally:
             self.server.end()
+            if not self.close_connection:
+                self.connection.settimeout(self.timeout)  # keep-alive: the idle timeout again
 
-    def _body_length(self) -> int:
-        """Bytes of body still to read: -1 when unknown (chunked, or a malformed length)."""
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            return -1
-        length = self.headers.get("Content-Length")
-        if length is None:
-            return 0
-        return int(length) if length.strip().isdigit() else -1
+    def _framing(self) -> tuple[bool, int | None]:
+        """(chunked, Content-Length or None) of the request; HttpError for framing that cannot be trusted.
+
+        A length is digits only (int() would take "1_0", "+10" or " 10 "), several Content-Length
+        values must agree, and chunked is the only transfer coding: anything looser lets a proxy in front
+        and the collector disagree on where a request ends.
+        """
+        codings = [
+            coding.strip().lower()
+            for value in self.headers.get_all("Transfer-Encoding") or []
+            for coding in value.split(",")
+            if coding.strip()
+        ]
+        declared = self.headers.get_all("Content-Length") or []
+        lengths = {part.strip() for value in declared for part in value.split(",")}
+        if codings:
+            if codings != ["chunked"]:
+                unsupported = ", ".join(codings)[:80]
+                message = f"unsupported Transfer-Encoding {unsupported!r}; use chunked"
+                raise HttpError(501, rx.UNIMPLEMENTED, message)
+            if lengths:
+                raise HttpError(400, rx.INVALID_ARGUMENT, "both Transfer-Encoding and Content-Length")
+            return True, None
+        if not lengths:
+            return False, None
+        if len(lengths) > 1:
+            raise HttpError(400, rx.INVALID_ARGUMENT, "conflicting Content-Length values")
+        [length] = lengths
+        if not _DIGITS.fullmatch(length):
+            raise HttpError(400, rx.INVALID_ARGUMENT, f"malformed Content-Length {length[:40]!r}")
+        return False, int(length)
+
+    def _version_supported(self) -> bool:
+        """HTTP/1.0 and 1.1 only; the standard library also lets "HTTP/0.9" (and no version) through, and
+        answers those without a status line, which no OTLP client can read."""
+        if self.request_version in ("HTTP/1.0", "HTTP/1.1"):
+            return True
+        version = self.request_version[:20]
+        self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, f"unsupported HTTP version {version!r}")
+        return False
 
     def _refuse_method(self) -> None:
-        self._unread = self._body_length()
+        if not self._version_supported():
+            return
+        self._deadline = time.monotonic() + self.server.receiver.read_timeout_s
+        try:
+            chunked, length = self._framing()
+            self._unread = -1 if chunked else length or 0
+        except HttpError:
+            self._unread = -1
         path = self.path.split("?", 1)[0]
         if path == TRACES_PATH or path in OTHER_SIGNALS:
             self._send_error(HttpError(405, rx.UNIMPLEMENTED, f"{self.command} is not allowed; use POST"))
@@ -123,9 +185,23 @@ class OtlpHandler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._refuse_method()
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals (a malformed request line, too many or too long headers, a
+        method no do_* handles) answered like every other error: a google.rpc.Status, not an HTML page.
+        A method the server does not know is a 405 with Allow, as for the methods it knows."""
+        self._unread = -1  # the request was not understood: nothing says where it ends
+        if getattr(self, "request_version", None) not in ("HTTP/1.0", "HTTP/1.1"):
+            self.request_version = self.protocol_version  # answer with a status line and headers, always
+        command = getattr(self, "command", None)
+        if code == HTTPStatus.NOT_IMPLEMENTED and command and not hasattr(self, "do_" + command):
+            self._send_error(HttpError(405, rx.UNIMPLEMENTED, f"{command[:40]} is not allowed; use POST"))
+            return
+        rpc_code = rx.UNIMPLEMENTED if code == HTTPStatus.NOT_IMPLEMENTED else rx.INVALID_ARGUMENT
+        self._send_error(HttpError(code, rpc_code, message or HTTPStatus(code).phrase))
+
     # --- POST -----------------------------------------------------------------------------------
 
-    def _post(self) -> None:
+    def _post(self, chunked: bool, length: int | None) -> None:
         receiver = self.server.receiver
         json = self._is_json()
         try:
@@ -143,8 +219,9 @@ class OtlpHandler(BaseHTTPRequestHandler):
                 )
             if receiver.stopping.is_set():
                 raise HttpError(503, rx.UNAVAILABLE, "the collector is shutting down", 1.0)
+            receiver.budget.admit()
             with receiver.budget.hold() as reservation:
-                body = self._read_body(reservation, receiver.max_request_bytes)
+                body = self._read_body(reservation, receiver.max_request_bytes, chunked, length)
                 if path in OTHER_SIGNALS:
                     response = rx.other_signal_response(OTHER_SIGNALS[path], body, json=json)
                 else:
@@ -167,6 +244,10 @@ class OtlpHandler(BaseHTTPRequestHandler):
             receiver.stats.count("429")
             self._send_error(HttpError(429, rx.UNAVAILABLE, str(exc), exc.retry_after_s))
             return
+        except ConnectionError:  # the client went away mid-request: no one to answer
+            receiver.stats.count("disconnected")
+            self.close_connection = True
+            return
         except Exception as exc:  # noqa: BLE001 - a bug must cost one request, not the connection thread
             receiver.stats.count("500")
             traceback.print_exc(file=sys.stderr)
@@ -176,53 +257,84 @@ class OtlpHandler(BaseHTTPRequestHandler):
         self._send(200, response, json=json)
 
     def _media_type(self) -> str:
-        return (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        headers = getattr(self, "headers", None)  # unset when the request line itself was refused
+        return ((headers and headers.get("Content-Type")) or "").split(";", 1)[0].strip().lower()
 
     def _is_json(self) -> bool:
         return self._media_type() == JSON_TYPE
 
-    def _read_body(self, reservation: Reservation, limit: int) -> bytes:
-        """The request body, decompressed, at most `limit` bytes (413 past it)."""
+    def _read_body(self, reservation: Reservation, limit: int, chunked: bool, length: int | None) -> bytes:
+        """The request body, decompressed, at most `limit` bytes (413 past it).
+
+        Memory is reserved from the in-flight budget as bytes actually arrive (and as they inflate), never
+        from what a header announces: a client announcing 64 MiB and sending a byte a second holds a
+        byte, not the budget. The whole body must arrive before the read deadline (408 after it).
+        """
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
         if encoding not in ("identity", "gzip", "x-gzip"):
             self.close_connection = True
             raise HttpError(415, rx.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}; use gzip")
-        chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
-        length_header = self.headers.get("Content-Length")
-        if not chunked:
-            if length_header is None:
+        if chunked:
+            pieces = self._chunked_pieces(limit)
+        else:
+            if length is None:
                 self.close_connection = True
                 raise HttpError(411, rx.INVALID_ARGUMENT, "Content-Length is required")
-            try:
-                length = int(length_header)
-            except ValueError:
-                self.close_connection = True
-                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed Content-Length") from None
-            if length < 0:
-                self.close_connection = True
-                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed Content-Length")
             if length > limit:
                 self._drain(length)
                 raise HttpError(413, rx.RESOURCE_EXHAUSTED, f"request of {length} bytes exceeds {limit}")
-            self._reserve(reservation, length if encoding == "identity" else 0, length)
             pieces = self._pieces(length)
-        else:
-            pieces = self._chunked_pieces(limit)
         if encoding == "identity":
-            return self._collect(pieces, reservation, limit, grow=chunked)
+            return self._collect(pieces, reservation, limit)
         return self._gunzip(pieces, reservation, limit)
 
-    def _reserve(self, reservation: Reservation, n: int, unread: int) -> None:
+    # --- reading against the deadline -----------------------------------------------------------
+
+    def _read_some(self, n: int) -> bytes:
+        """Up to `n` bytes of the body as soon as any arrive (b"" at the end of the stream); 408 past the
+        request's deadline, however slowly the bytes trickle in."""
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            self._timed_out()
+        self.connection.settimeout(remaining)
         try:
-            reservation.grow(n)
-        except Overloaded:
-            self._drain(unread)
-            raise
+            return self.rfile.read1(n)
+        except TimeoutError:
+            self._timed_out()
+
+    def _read_line(self, limit: int = 1024) -> bytes:
+        """One line of a chunked body (a chunk size, its CRLF, a trailer), against the deadline too."""
+        line = bytearray()
+        while True:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                self._timed_out()
+            self.connection.settimeout(remaining)
+            try:
+                buffered = cast(io.BufferedReader, self.rfile).peek(1)  # what has arrived (one socket read)
+            except TimeoutError:
+                self._timed_out()
+            if not buffered:
+                self.close_connection = True
+                raise HttpError(400, rx.INVALID_ARGUMENT, "the body ended inside a chunk")
+            room = limit + 1 - len(line)
+            newline = buffered.find(b"\n", 0, room)
+            line += self.rfile.read(newline + 1 if newline >= 0 else min(len(buffered), room))
+            if newline >= 0:
+                return bytes(line)
+            if len(line) > limit:
+                self.close_connection = True
+                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed chunked body: a line too long")
+
+    def _timed_out(self) -> NoReturn:
+        self._unread = -1  # the rest is not read: the connection closes after the answer
+        timeout = self.server.receiver.read_timeout_s
+        raise HttpError(408, rx.DEADLINE_EXCEEDED, f"the request did not arrive within {timeout:g} s")
 
     def _pieces(self, length: int) -> Iterator[bytes]:
         remaining = length
         while remaining > 0:
-            piece = self.rfile.read(min(READ_PIECE, remaining))
+            piece = self._read_some(min(READ_PIECE, remaining))
             if not piece:
                 self.close_connection = True
                 raise HttpError(400, rx.INVALID_ARGUMENT, "the body ended before Content-Length bytes")
@@ -234,51 +346,61 @@ class OtlpHandler(BaseHTTPRequestHandler):
         """A chunked body; one refused midway is not drained (length unknown): the connection closes."""
         total = 0
         while True:
-            line = self.rfile.readline(1024)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
+            size_text = self._read_line().split(b";", 1)[0].strip(b" \t\r\n")
+            if not _HEX.fullmatch(size_text):
                 self.close_connection = True
-                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed chunked body") from None
+                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed chunked body: a chunk size is not hex")
+            size = int(size_text, 16)
             if size == 0:
-                while self.rfile.readline(1024).strip():  # trailers
-                    pass
-                self._unread = 0
-                return
+                for _ in range(MAX_TRAILERS):
+                    if not self._read_line().strip():
+                        self._unread = 0
+                        return
+                self.close_connection = True
+                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed chunked body: too many trailers")
             total += size
             if total > limit * 2:  # compressed bodies only shrink... unless hostile; stop reading
                 self.close_connection = True
                 raise HttpError(413, rx.RESOURCE_EXHAUSTED, f"request exceeds {limit} bytes")
             remaining = size
             while remaining > 0:
-                piece = self.rfile.read(min(READ_PIECE, remaining))
+                piece = self._read_some(min(READ_PIECE, remaining))
                 if not piece:
                     self.close_connection = True
                     raise HttpError(400, rx.INVALID_ARGUMENT, "the body ended inside a chunk")
                 remaining -= len(piece)
                 yield piece
-            self.rfile.readline(16)
+            if self._read_line(2).rstrip(b"\r\n"):
+                self.close_connection = True
+                raise HttpError(400, rx.INVALID_ARGUMENT, "malformed chunked body: no CRLF after a chunk")
 
-    def _collect(self, pieces: Iterator[bytes], reservation: Reservation, limit: int, *, grow: bool) -> bytes:
+    def _collect(self, pieces: Iterator[bytes], reservation: Reservation, limit: int) -> bytes:
         body = bytearray()
         for piece in pieces:
             body += piece
-            if grow:
-                self._grow_or_drop(reservation, len(piece))
+            self._grow_or_drop(reservation, len(piece))
             if len(body) > limit:
                 self._drop_rest()
                 raise HttpError(413, rx.RESOURCE_EXHAUSTED, f"request exceeds {limit} bytes")
         return bytes(body)
 
     def _gunzip(self, pieces: Iterator[bytes], reservation: Reservation, limit: int) -> bytes:
-        """Decompresses piece by piece, never producing more than `limit` + 1 bytes (gzip bombs)."""
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        """Decompresses piece by piece, never producing more than `limit` + 1 bytes (gzip bombs).
+
+        A body may hold several gzip members one after another (RFC 9110 allows it, and concatenated
+        `gzip` output looks so): each is decoded. Bytes after a member that do not start another are
+        refused, as is a member cut short, rather than storing a request only partly read.
+        """
+        inflater = _gzip_member()
+        fed = False  # the current member has been given bytes
+        members = 0
         body = bytearray()
         try:
             for piece in pieces:
                 data = piece
-                while data and not inflater.eof:
+                while data:
                     out = inflater.decompress(data, limit + 1 - len(body))
+                    fed = True
                     body += out
                     self._grow_or_drop(reservation, len(out))
                     if len(body) > limit:
@@ -286,11 +408,16 @@ class OtlpHandler(BaseHTTPRequestHandler):
                         raise HttpError(
                             413, rx.RESOURCE_EXHAUSTED, f"request exceeds {limit} bytes after decompression"
                         )
-                    data = inflater.unconsumed_tail
+                    if inflater.eof:
+                        data = inflater.unused_data
+                        inflater, fed, members = _gzip_member(), False, members + 1
+                    else:
+                        data = inflater.unconsumed_tail
         except zlib.error as exc:
             self._drop_rest()
-            raise HttpError(400, rx.INVALID_ARGUMENT, f"Content-Encoding gzip, but not gzip: {exc}") from None
-        if not inflater.eof:
+            what = "bytes after the gzip data that are not gzip" if members else "not gzip"
+            raise HttpError(400, rx.INVALID_ARGUMENT, f"Content-Encoding gzip, but {what}: {exc}") from None
+        if fed or not members:
             raise HttpError(400, rx.INVALID_ARGUMENT, "the gzip stream is truncated")
         return bytes(body)
 
@@ -309,15 +436,20 @@ class OtlpHandler(BaseHTTPRequestHandler):
             self._drain(self._unread)
 
     def _drain(self, n: int) -> None:
-        """Reads and discards the rest of a refused body so the client sees the answer, not a reset."""
+        """Reads and discards the rest of a refused body so the client sees the answer, not a reset;
+        a body too large, or too slow to arrive before the deadline, closes the connection instead."""
         if n > DRAIN_LIMIT:
             self.close_connection = True
             return
-        while n > 0:
-            piece = self.rfile.read(min(READ_PIECE, n))
-            if not piece:
-                break
-            n -= len(piece)
+        try:
+            while n > 0:
+                piece = self._read_some(min(READ_PIECE, n))
+                if not piece:
+                    break
+                n -= len(piece)
+        except HttpError:
+            self.close_connection = True
+            return
         self._unread = 0
 
     # --- answers --------------------------------------------------------------------------------

@@ -72,6 +72,15 @@ class InflightBudget:
         finally:
             reservation.release()
 
+    def admit(self) -> None:
+        """Refuses a new request at once (Overloaded) while the budget is used up, before any of its body is
+        read; one that is admitted still reserves its bytes as they arrive."""
+        with self._lock:
+            if self._used >= self.limit:
+                raise Overloaded(
+                    f"{self._used} bytes of requests in flight (limit {self.limit}); retry shortly", 1.0
+                )
+
     def _take(self, n: int, already: int) -> None:
         with self._lock:
             if self._used + n > self.limit and self._used > already:
@@ -120,10 +129,14 @@ class ReceiverStats:
 class Receiver:
     """Decodes an export request, stores its valid spans durably, and says what was rejected."""
 
-    def __init__(self, store: Store, *, token: str | None, max_request_bytes: int, max_inflight_bytes: int):
+    def __init__(
+        self, store: Store, *, token: str | None, max_request_bytes: int, max_inflight_bytes: int,
+        read_timeout_s: float = 30.0,
+    ) -> None:
         self.store = store
         self.token = token
         self.max_request_bytes = max_request_bytes
+        self.read_timeout_s = read_timeout_s  # a request's body must arrive within this (HTTP: 408 after)
         self.budget = InflightBudget(max(max_inflight_bytes, 1))
         self.stats = ReceiverStats()
         self.stopping = threading.Event()
@@ -135,7 +148,10 @@ class Receiver:
         if not authorization:
             return False
         scheme, _, credentials = authorization.strip().partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip(), self.token)
+        credentials = credentials.strip()
+        if not credentials.isascii():  # never the (ASCII) token; compare_digest would raise
+            return False
+        return scheme.lower() == "bearer" and hmac.compare_digest(credentials, self.token)
 
     def export_traces(self, body: bytes, *, json: bool) -> DecodeResult:
         """Decodes and appends; returns once durable. Raises OtlpDecodeError, Overloaded, ShuttingDown."""
@@ -183,6 +199,7 @@ UNAVAILABLE = code_pb2.UNAVAILABLE
 RESOURCE_EXHAUSTED = code_pb2.RESOURCE_EXHAUSTED
 UNIMPLEMENTED = code_pb2.UNIMPLEMENTED
 INTERNAL = code_pb2.INTERNAL
+DEADLINE_EXCEEDED = code_pb2.DEADLINE_EXCEEDED
 
 
 def retry_after_header(seconds: float) -> str:

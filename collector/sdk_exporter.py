@@ -14,7 +14,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from turnlens.collector.otlp_decode import decode_protobuf
-from turnlens.collector.store import Store, StoreOverloaded
+from turnlens.collector.store import PrepareStore, Store, StoreOverloaded
 
 logger = logging.getLogger(__name__)
 
@@ -26,16 +26,17 @@ class StoreSpanExporter(SpanExporter):
     export waits for a segment write.
     """
 
-    def __init__(self, store: Store | Path | str) -> None:
+    def __init__(self, store: Store | Path | str, *, prepare_store: PrepareStore | None = None) -> None:
+        """`prepare_store(dir, segments_glob)` runs once on a store opened here from a directory, e.g.
+        `turnlens.queries.catalog.write_catalog` so that DuckDB can read the store at once."""
         if isinstance(store, Store):
             self.store = store
             self._owns_store = False
         else:
-            from turnlens.queries.catalog import write_catalog
-
             root = Path(store)
             self.store = Store(root)
-            write_catalog(root, self.store.segments_glob)
+            if prepare_store is not None:
+                prepare_store(root, self.store.segments_glob)
             self._owns_store = True
         self.rejected = 0
         self._shut_down = False

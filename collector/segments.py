@@ -18,15 +18,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel.layout import PARTITION_PREFIX, SEGMENT_SUFFIX, SEGMENTS_DIR  # noqa: F401 (the collector's names for them)
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
-SEGMENTS_DIR = "segments"
-PARTITION_PREFIX = "date="
 # A zero-row segment in a partition no real span falls into, so a fresh store's views bind.
 PLACEHOLDER = Path("date=1970-01-01") / "empty.parquet"
-SEGMENT_SUFFIX = ".parquet"
 # Fresh segments favour the writer's CPU (it shares a core with decoding); compaction rewrites them
-# with zstd, about half the bytes of lz4 for ~30 % more CPU (measured, see readme-parts/store.md).
+# with zstd, about half the bytes of lz4 for ~30 % more CPU (measured: docs/benchmarks.md).
 HOT_COMPRESSION = "lz4"
 COLD_COMPRESSION = "zstd"
 # Min/max statistics only where a reader filters (row groups skipped by time, id, session); on the
@@ -163,9 +161,15 @@ def write_sorted_segment(table: pa.Table, final: Path, compression: str = COLD_C
 
 
 def split_by_day(table: pa.Table) -> list[tuple[dt.date, pa.Table]]:
-    """The rows of `table` grouped by the UTC day their span started (unknown or pre-1970: 1970-01-01)."""
-    starts = pc.max_element_wise(pc.fill_null(table["start_time_unix_nano"], 0), 0)
-    days = pc.divide(starts, NS_PER_DAY)
+    """The rows of `table` grouped by the UTC day they were received (unknown or pre-1970: 1970-01-01).
+
+    The partition is the day of receipt, not of span start: a span's start time is whatever its sender
+    says, so partitioning by it let one small request of spans on 2,000 different days create 2,000
+    partitions (2,000 fsynced files before the answer, and every later scan opening them all). A write
+    covers at most the days its requests were received on: one, or two across midnight.
+    """
+    received = pc.max_element_wise(pc.fill_null(table["received_unix_nano"], 0), 0)
+    days = pc.divide(received, NS_PER_DAY)
     low, high = pc.min_max(days).values()
     if low == high:
         return [(EPOCH + dt.timedelta(days=low.as_py()), table)]

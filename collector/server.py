@@ -11,17 +11,18 @@ import time
 
 from turnlens.collector.grpc_receiver import GrpcReceiver
 from turnlens.collector.http_receiver import HttpReceiver
-from turnlens.collector.materializing import ChildLoop
+from turnlens.collector.maintenance import ChildLoop
 from turnlens.collector.receiver import Receiver
 from turnlens.collector.settings import CollectorSettings, parse_address
-from turnlens.collector.store import Store
+from turnlens.collector.store import PrepareStore, Store
 
 
 class Collector:
     """`turnlens collect` as an object, so tests and benchmarks can run it in-process too."""
 
-    def __init__(self, settings: CollectorSettings) -> None:
+    def __init__(self, settings: CollectorSettings, prepare_store: PrepareStore | None = None) -> None:
         self.settings = settings
+        self.prepare_store = prepare_store
         self.http_address = parse_address(settings.http)
         self.grpc_address = parse_address(settings.grpc)
         self.store: Store | None = None
@@ -32,19 +33,20 @@ class Collector:
         self.started_at = time.monotonic()
 
     def start(self) -> None:
-        """Opens the store, writes the catalog, binds the listeners (OSError if an address is taken)."""
-        from turnlens.queries.catalog import write_catalog
-
+        """Opens the store, prepares it for readers (`prepare_store`: the catalog of views), binds the
+        listeners (OSError if an address is taken)."""
         settings = self.settings
         self.store = Store(
             settings.store
         )  # compaction runs in a child (ChildLoop below), not in this process
-        write_catalog(settings.store, self.store.segments_glob)
+        if self.prepare_store is not None:
+            self.prepare_store(settings.store, self.store.segments_glob)
         self.receiver = Receiver(
             self.store,
             token=settings.token,
             max_request_bytes=settings.max_request_bytes,
             max_inflight_bytes=settings.max_inflight_bytes,
+            read_timeout_s=settings.read_timeout_s,
         )
         if self.http_address:
             self.http = HttpReceiver(*self.http_address, self.receiver)

@@ -1,7 +1,7 @@
 """The collector's settings in one object, with one precedence: defaults < environment < command-line flags.
 
 Every setting has an environment variable (TURNLENS_<NAME>) and a flag of the same name; the table
-below is also what `turnlens collect --help` and the README show.
+below is also what `turnlens collect --help` and docs/collector.md show.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from turnlens.collector.store import parse_duration
+from turnlens.kernel.durations import parse_seconds
 
 MIB = 1024 * 1024
 
@@ -28,33 +28,38 @@ class CollectorSettings:
     token: str | None = None  # when set, every request needs `Authorization: Bearer <token>`
     max_request_bytes: int = 64 * MIB  # one request, after decompression; larger ones get 413
     max_inflight_bytes: int = 128 * MIB  # request bodies being decoded at once; past it, 429
-    retention: str | None = None  # e.g. 30d: drop date partitions older than this
+    retention: str | None = None  # e.g. 30d: drop the days of data received longer ago than this
     compact_interval: str = "5m"  # how often the collector compacts small segments
     materialize_interval: str = "1m"  # how often the per-turn views' snapshot is refreshed; "off" never
     materialize_margin: str = "10s"  # a snapshot covers spans received up to this long before it starts
     shutdown_grace: str = "10s"  # on SIGTERM, how long in-flight requests may take to finish
+    read_timeout: str = "30s"  # a request's body must have arrived this long after its headers; else 408
 
     @property
     def retention_s(self) -> float | None:
-        return parse_duration(self.retention) if self.retention else None
+        return parse_seconds(self.retention) if self.retention else None
 
     @property
     def compact_interval_s(self) -> float:
-        return parse_duration(self.compact_interval)
+        return parse_seconds(self.compact_interval)
 
     @property
     def materialize_interval_s(self) -> float | None:
         if self.materialize_interval.strip().lower() in ("off", "0", "none", "no"):
             return None
-        return parse_duration(self.materialize_interval)
+        return parse_seconds(self.materialize_interval)
 
     @property
     def materialize_margin_s(self) -> float:
-        return parse_duration(self.materialize_margin)
+        return parse_seconds(self.materialize_margin)
 
     @property
     def shutdown_grace_s(self) -> float:
-        return parse_duration(self.shutdown_grace)
+        return parse_seconds(self.shutdown_grace)
+
+    @property
+    def read_timeout_s(self) -> float:
+        return parse_seconds(self.read_timeout)
 
 
 HELP = {
@@ -64,11 +69,12 @@ HELP = {
     "token": "require 'Authorization: Bearer TOKEN' on every request",
     "max_request_bytes": "largest request accepted, in bytes after decompression (413 / RESOURCE_EXHAUSTED)",
     "max_inflight_bytes": "bytes of requests decoded at once before answering 429 / UNAVAILABLE",
-    "retention": "drop data older than this (e.g. 30d); unset keeps everything",
+    "retention": "drop data received longer ago than this (e.g. 30d); unset keeps everything",
     "compact_interval": "how often small segments are merged (e.g. 5m)",
     "materialize_interval": "how often the snapshot of the per-turn views is refreshed (e.g. 1m), or 'off'",
     "materialize_margin": "a snapshot covers the spans received up to this long before it starts (e.g. 10s)",
     "shutdown_grace": "on SIGTERM, how long in-flight requests may take before the store is flushed",
+    "read_timeout": "how long a request body may take to arrive after its headers (e.g. 30s); slower: 408",
 }
 
 
@@ -113,10 +119,20 @@ def resolve(
         if text is not None and text != "":
             values[f.name] = _convert(f.name, str(text))
     settings = replace(CollectorSettings(), **values)
+    if settings.token is not None and not is_token(settings.token):
+        raise ValueError(
+            "--token must be visible ASCII characters only (no spaces, no letters outside ASCII): "
+            "HTTP headers and gRPC metadata cannot carry anything else"
+        )
     for name in ("retention_s", "compact_interval_s", "materialize_interval_s", "materialize_margin_s",
-                 "shutdown_grace_s"):
+                 "shutdown_grace_s", "read_timeout_s"):
         getattr(settings, name)  # a malformed duration fails here, at start-up
     return settings
+
+
+def is_token(text: str) -> bool:
+    """True for a usable bearer token: visible ASCII, no spaces (what an Authorization header carries)."""
+    return bool(text) and all("!" <= c <= "~" for c in text)
 
 
 def parse_address(text: str) -> tuple[str, int] | None:

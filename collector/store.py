@@ -1,8 +1,8 @@
 """The span store: Parquet segments written by group commit, so a collector acknowledges only durable spans.
 
 Many request threads call `Store.append`; one writer thread gathers what arrived, writes it as one
-segment per UTC day (temporary name, fsync, rename, fsync directory) and only then wakes the callers
-whose rows it held. Readers see a segment as soon as it is renamed; DuckDB reads them through the
+segment per UTC day of receipt (temporary name, fsync, rename, fsync directory) and only then wakes
+the callers whose rows it held. Readers see a segment as soon as it is renamed; DuckDB reads them through the
 glob `segments_glob`. Compaction and retention live in compaction.py.
 """
 
@@ -15,19 +15,24 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 from turnlens.collector import compaction, segments
 from turnlens.collector.compaction import CompactionResult
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel import layout
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 logger = logging.getLogger(__name__)
 _WRITER_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d|w)")
 ACTIVE_WINDOW_S = 1.0  # an appender counts as active this long after its latest append
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
+
+
+# Called with (store directory, segments glob) once a store is open, to make it readable: the composition
+# of the program passes the queries' catalog writer, which the collector cannot import.
+PrepareStore = Callable[[Path, str], object]
 
 
 class StoreOverloaded(Exception):
@@ -71,17 +76,6 @@ class _Group:
     nbytes: int = 0
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a duration such as "30d", "12h", "90s", "1h30m", "250ms" or a bare number of seconds."""
-    cleaned = text.strip().lower()
-    if re.fullmatch(r"\d+(?:\.\d*)?|\.\d+", cleaned):
-        return float(cleaned)
-    parts = _DURATION.findall(cleaned)
-    if not parts or _DURATION.sub("", cleaned).strip():
-        raise ValueError(f"not a duration: {text!r} (expected e.g. 30d, 12h, 15m, 90s)")
-    return sum(float(number) * _UNIT_S[unit] for number, unit in parts)
 
 
 def default_writer_id() -> str:
@@ -140,7 +134,7 @@ class Store:
         self.grace_s = grace_s
         self.stats = StoreStats()
 
-        self.segments_root = self.root / segments.SEGMENTS_DIR
+        self.segments_root = self.root / layout.SEGMENTS_DIR
         self.segments_root.mkdir(parents=True, exist_ok=True)
         segments.ensure_layout(self.segments_root)
         segments.remove_stale_tmp(self.segments_root)
@@ -172,7 +166,7 @@ class Store:
     @property
     def segments_glob(self) -> str:
         """Absolute glob over every segment file; temporary files never match it."""
-        return str(self.segments_root / "*" / f"*{segments.SEGMENT_SUFFIX}")
+        return layout.segments_glob(self.root)
 
     # --- writing side -------------------------------------------------------------------------
 
@@ -268,7 +262,7 @@ class Store:
     def apply_retention(
         self, max_age_s: float, *, grace_s: float | None = None, lock_timeout_s: float = 30.0
     ) -> int:
-        """Drops the date partitions whose every span started more than `max_age_s` ago; returns how many.
+        """Drops the date partitions whose spans were all received over `max_age_s` ago; returns how many.
 
         Their files leave the disk after the grace period, on a later compaction or retention pass.
         """
@@ -363,7 +357,7 @@ class Store:
             group.done.set()
 
     def _write_group(self, group: _Group) -> int:
-        """One segment per UTC day of span start, each durable before the group is acknowledged."""
+        """One segment per UTC day of receipt, each durable before the group is acknowledged."""
         table = pa.concat_tables(group.tables)
         written = 0
         for day, rows in segments.split_by_day(table):

@@ -1,1 +1,1 @@
-"""The SRE dashboard (Streamlit) and the incident export."""
+"""The SRE dashboard (Streamlit): pages over the views, the SQL console, export buttons."""

@@ -1,7 +1,7 @@
 """Altair charts of a turn and of the fleet, shared by the dashboard and the incident export.
 
 Every builder is pure: rows in (a pandas DataFrame with the columns of the view it comes from),
-an `alt.Chart` out, no Streamlit and no store access, so `dashboard/report.py` renders the same
+an `alt.Chart` out, no Streamlit and no store access, so `export/report.py` renders the same
 pictures to SVG.
 """
 
@@ -12,7 +12,7 @@ from typing import Literal
 import altair as alt
 import numpy as np
 import pandas as pd
-from turnlens.collector import contract
+from turnlens.kernel import contract
 
 LANES = [*contract.LAYERS, "unknown"]
 
@@ -32,7 +32,7 @@ _COMMITS = {contract.EV_TOOL_COMMITTED, contract.EV_THIRD_PARTY_ACK}
 _CANCEL_STEPS = {contract.EV_CANCEL_RECEIVED, contract.EV_CANCEL_ACKNOWLEDGED}
 _UNDO = {contract.EV_TOOL_COMPENSATED, contract.EV_TOOL_DISCARDED}
 _FAILURES = {contract.EV_TOOL_FAILED, contract.EV_TOOL_COMPENSATION_FAILED}
-_WALL_CLOCK_RESOLUTION_NS = 1_000_000  # DESIGN.md: an inversion is a contradiction beyond 1 ms
+_WALL_CLOCK_RESOLUTION_NS = 1_000_000  # clock_resolution_ms: an inversion is a contradiction beyond 1 ms
 
 
 def _hlc_ms(hlc: pd.Series) -> pd.Series:

@@ -10,8 +10,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 from streamlit.elements.lib.column_types import ColumnConfig
-from turnlens.collector import contract
 from turnlens.dashboard import data, filters
+from turnlens.kernel import contract
 
 TURN_PAGE = "turn"  # url_path of the Turn detail page
 
@@ -60,11 +60,10 @@ def format_ms(ms: float | int | None) -> str:
 
 
 def format_hlc(hlc: float | int | None) -> str:
-    """`2026-05-01 10:00:00.123 +2` — the physical part as UTC and the logical counter."""
+    """An HLC in its one text form (`contract.format_hlc`), or a dash where there is none."""
     if hlc is None or pd.isna(hlc):
         return "—"
-    physical, logical = contract.unpack_hlc(int(hlc))
-    return f"{format_ms(physical)} +{logical}"
+    return contract.format_hlc(int(hlc))
 
 
 def turn_url(session_id: str, turn_id: str) -> str:

@@ -306,7 +306,7 @@ def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
 
 def alert_state() -> Any:
     """The alert state `turnlens alerts run` keeps in the store (empty when it never ran)."""
-    from turnlens.queries import alerting
+    from turnlens.alerts import alerting
 
     store = settings().store_dir
     return alerting.AlertState.load(store / alerting.STATE_FOLDER / alerting.STATE_FILE)
@@ -314,7 +314,7 @@ def alert_state() -> Any:
 
 def alert_history() -> pd.DataFrame:
     """Every firing/resolved transition recorded in the store, newest first."""
-    from turnlens.queries import alerting
+    from turnlens.alerts import alerting
 
     records = alerting.load_history(settings().store_dir)
     return pd.json_normalize(records)[::-1].reset_index(drop=True) if records else pd.DataFrame()

@@ -6,7 +6,8 @@ import functools
 from typing import Literal
 
 import streamlit as st
-from turnlens.dashboard import data, report
+from turnlens.dashboard import data
+from turnlens.export import report
 
 Format = Literal["html", "md", "json"]
 FORMATS: dict[Format, tuple[str, str]] = {

@@ -1,1 +1,1 @@
-"""The analytic layer: SQL views over the store, their catalog, alert rules."""
+"""The analytic layer: SQL views over the store, their catalog, and the materialised per-turn state."""

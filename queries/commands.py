@@ -1,4 +1,5 @@
-"""The `turnlens views` and `turnlens query` subcommands: the view catalogue, ad-hoc and named queries."""
+"""The `turnlens views` and `turnlens query` subcommands: the view catalogue (and its Markdown page), ad-hoc
+and named queries."""
 
 from __future__ import annotations
 
@@ -8,17 +9,14 @@ import datetime as dt
 import decimal
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import duckdb
 from turnlens.collector import segments
+from turnlens.kernel import layout
 from turnlens.queries import catalog, materialize, settings
-
-
-def segments_glob(store_dir: Path) -> str:
-    """The glob over a store's segment files, as the collector lays them out."""
-    return str(store_dir.resolve() / segments.SEGMENTS_DIR / "*" / f"*{segments.SEGMENT_SUFFIX}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     views.add_argument("--rebuild", action="store_true",
                        help="rewrite the store's catalog first (after editing settings/tool_registry.toml)")
     views.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    views.add_argument("--markdown", action="store_true",
+                       help=f"print the views' reference page ({catalog.VIEWS_PAGE}) from a catalog"
+                       " built on an empty store, or on --store")
     views.set_defaults(func=run_views)
 
     mat = subparsers.add_parser(
@@ -93,10 +94,31 @@ def write_rows(columns: list[str], rows: list[tuple], fmt: str, out: Any = None)
         out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
 
 
+def empty_store_views() -> list[tuple[str, str, str, str, str]]:
+    """`describe_views` of a catalog written over an empty store (no segments, no settings, no registry)."""
+    with tempfile.TemporaryDirectory(prefix="turnlens-views-") as tmp:
+        store_dir = Path(tmp)
+        segments.ensure_layout(store_dir / layout.SEGMENTS_DIR)
+        catalog.write_catalog(store_dir, layout.segments_glob(store_dir))
+        with catalog.connect(store_dir) as con:
+            return catalog.describe_views(con)
+
+
 def run_views(args: argparse.Namespace) -> int:
+    if args.markdown:
+        if args.view:
+            print("turnlens: --markdown documents every view; leave out VIEW", file=sys.stderr)
+            return 2
+        if args.store is not None:
+            with catalog.connect(args.store) as con:
+                rows = catalog.describe_views(con)
+        else:
+            rows = empty_store_views()
+        sys.stdout.write(catalog.views_markdown(rows))
+        return 0
     if args.store is not None:
         if args.rebuild:
-            catalog.write_catalog(args.store, segments_glob(args.store))
+            catalog.write_catalog(args.store, layout.segments_glob(args.store))
         with catalog.connect(args.store) as con:
             rows = catalog.describe_views(con)
     else:
@@ -155,7 +177,7 @@ def run_materialize(args: argparse.Namespace) -> int:
     try:
         summary = materialize.materialize(
             args.store,
-            segments_glob(args.store),
+            layout.segments_glob(args.store),
             full=args.full,
             margin_s=args.margin,
             threads=args.threads,

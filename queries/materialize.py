@@ -32,9 +32,10 @@ from typing import Any
 
 import duckdb
 from turnlens.collector import compaction, segments
+from turnlens.kernel import layout
 from turnlens.queries import catalog, registry
 
-DERIVED_DIR = "derived"
+DERIVED_DIR = layout.DERIVED_DIR
 CURRENT_FILE = "current.json"
 LOCK_FILE = ".lock"
 DERIVED_SQL = catalog.QUERIES_DIR / "derived"

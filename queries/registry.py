@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-from turnlens.collector.contract import DISPATCH_MODES, TIERS
+from turnlens.kernel.contract import DISPATCH_MODES, TIERS
 
 REGISTRY_FILE = "tool_registry.toml"
 

@@ -203,7 +203,7 @@ def traces_url(endpoint: str) -> str:
 
 def _run_fast(args: argparse.Namespace) -> int:
     """Pre-encoded protobuf requests, POSTed as they are or written as JSON Lines."""
-    from turnlens.sample_data.fast import counted_requests
+    from turnlens.sample_data.bulk import counted_requests
 
     started = time.perf_counter()
     spans = 0

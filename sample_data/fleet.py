@@ -19,9 +19,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, set_span_in_context
-from turnlens.collector import contract as c
-from turnlens.collector import instrument
-from turnlens.collector.hlc import HybridLogicalClock
+from turnlens.instrument import tracing as instrument
+from turnlens.kernel import contract as c
+from turnlens.kernel.hlc import HybridLogicalClock
 
 MS = 1_000_000
 # A long stream flushes a `stream.progress` every 150 ms: more than the SDK's default 128 events a span

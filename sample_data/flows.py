@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from opentelemetry.trace import SpanKind
-from turnlens.collector import contract as c
-from turnlens.collector import instrument
-from turnlens.collector.instrument import ToolCall
+from turnlens.instrument import tracing as instrument
+from turnlens.instrument.tracing import ToolCall
+from turnlens.kernel import contract as c
 from turnlens.sample_data.turn import (
     BILLING,
     HTTP,

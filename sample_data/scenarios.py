@@ -1,7 +1,7 @@
-"""The scenario library: each seed-article incident (and each clean shape) as a named, parameterised
-function that plays one turn on the fleet and labels the findings DESIGN.md's detectors must report.
+"""The scenario library: each known incident (and each clean shape) as a named, parameterised
+function that plays one turn on the fleet and labels the findings the detectors must report.
 
-A scenario returns when its turn is over (ms from the turn's start). Labels follow DESIGN.md's table
+A scenario returns when its turn is over (ms from the turn's start). Labels follow the detector table
 to the letter; the clean scenarios label nothing and are built so that no detector has cause to fire.
 """
 
@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from functools import partial
 
 from opentelemetry.trace import SpanKind
-from turnlens.collector import contract as c
-from turnlens.collector import instrument
+from turnlens.instrument import tracing as instrument
+from turnlens.kernel import contract as c
+from turnlens.kernel import findings as kinds
 from turnlens.sample_data.flows import (
     READ_ONLY_TOOLS,
     ToolPlan,
@@ -33,36 +34,6 @@ from turnlens.sample_data.flows import (
     schedule_tool,
 )
 from turnlens.sample_data.turn import Stream, Turn, lognormal
-
-K_CANCELLED_BUT_COMMITTED = "cancelled_but_committed"
-K_CANCEL_NOT_PROPAGATED = "cancel_not_propagated"
-K_EAGER_SIDE_EFFECT = "eager_side_effect"
-K_UNTIERED_TOOL = "untiered_tool"
-K_MISSING_IDEMPOTENCY_KEY = "missing_idempotency_key"
-K_UNAPPROVED_SIDE_EFFECT = "unapproved_side_effect"
-K_UNBILLED_SIDE_EFFECT = "unbilled_side_effect"
-K_BILLED_NOT_COMMITTED = "billed_not_committed"
-K_TOKENS_BILLED_AFTER_CANCEL = "tokens_billed_after_cancel"
-K_GHOST_COMMIT = "ghost_commit"
-K_DUPLICATE_COMMIT = "duplicate_commit"
-K_DUPLICATE_COMPENSATION = "duplicate_compensation"
-K_CAUSAL_INVERSION = "causal_inversion"
-
-FINDING_KINDS = (
-    K_CANCELLED_BUT_COMMITTED,
-    K_CANCEL_NOT_PROPAGATED,
-    K_EAGER_SIDE_EFFECT,
-    K_UNTIERED_TOOL,
-    K_MISSING_IDEMPOTENCY_KEY,
-    K_UNAPPROVED_SIDE_EFFECT,
-    K_UNBILLED_SIDE_EFFECT,
-    K_BILLED_NOT_COMMITTED,
-    K_TOKENS_BILLED_AFTER_CANCEL,
-    K_GHOST_COMMIT,
-    K_DUPLICATE_COMMIT,
-    K_DUPLICATE_COMPENSATION,
-    K_CAUSAL_INVERSION,
-)
 
 
 def _stream_covering(stream: Stream, t: float, margin: float = 300.0) -> Stream:
@@ -172,7 +143,7 @@ def compensated_on_cancel(turn: Turn, *, handler_fires: int = 1, tool: str | Non
     stream = _stream_covering(stream, t_cancel)
     end = schedule_cancel(turn, plan_cancel(turn, t_cancel), stream, compensate=[(call, handler_fires)])
     if handler_fires > 1:
-        turn.label(K_DUPLICATE_COMPENSATION, call)
+        turn.label(kinds.DUPLICATE_COMPENSATION, call)
     return end
 
 
@@ -206,7 +177,7 @@ def typing_cancel(turn: Turn, *, commits: bool = False) -> float:
     schedule_tool(turn, plan, cancel=tool_cancel)
     end = schedule_cancel(turn, chain, stream, running=[tool_cancel])
     if commits:
-        turn.label(K_CANCELLED_BUT_COMMITTED, call)
+        turn.label(kinds.CANCELLED_BUT_COMMITTED, call)
     return max(end, plan.returned)
 
 
@@ -220,15 +191,15 @@ def retry_with_key(turn: Turn, *, honoured: bool = True) -> float:
     )
     schedule_tool(turn, plan)
     if not honoured:
-        turn.label(K_DUPLICATE_COMMIT, call)
+        turn.label(kinds.DUPLICATE_COMMIT, call)
     return max(complete_stream(turn, stream), plan.returned)
 
 
-# --- the seed articles' incidents -----------------------------------------------------------------
+# --- the stop-button incidents ---------------------------------------------------------------------
 
 
 def stop_after_eager_dispatch(turn: Turn, *, stop_token: int = 1200, reaction_ms: float = 500.0) -> float:
-    """Seed 000: around token 1200 the model calls send_email, create_ticket and kick_off_deploy, all
+    """Eager dispatch: around token 1200 the model calls send_email, create_ticket and kick_off_deploy, all
     dispatched eagerly; the user presses stop half a second late. The email is sent, the ticket exists,
     the deploy runs, nothing is compensated or shown."""
     stream = make_stream(turn, open_turn(turn), total=turn.rng.randint(1700, 2600))
@@ -241,16 +212,16 @@ def stop_after_eager_dispatch(turn: Turn, *, stop_token: int = 1200, reaction_ms
     stream = _stream_covering(stream, t_cancel)
     for plan in plans:
         schedule_tool(turn, plan)
-        turn.label(K_CANCELLED_BUT_COMMITTED, plan.call)
+        turn.label(kinds.CANCELLED_BUT_COMMITTED, plan.call)
         if plan.call.tier in ("soft_irreversible", "hard_irreversible"):
-            turn.label(K_EAGER_SIDE_EFFECT, plan.call)
+            turn.label(kinds.EAGER_SIDE_EFFECT, plan.call)
         if plan.call.needs_approval:
-            turn.label(K_UNAPPROVED_SIDE_EFFECT, plan.call)
+            turn.label(kinds.UNAPPROVED_SIDE_EFFECT, plan.call)
     return schedule_cancel(turn, plan_cancel(turn, t_cancel), stream)
 
 
 def stop_after_invoice_email(turn: Turn, *, stop_after_commit_ms: float = 200.0) -> float:
-    """Seed 001: send_invoice_email fired eagerly and the relay said 250 OK; the user stops 200 ms later.
+    """Invoice email: send_invoice_email fired eagerly and the relay said 250 OK; the user stops 200 ms later.
     The streamed tokens are billed, the email's cost is not, and the transcript never shows it."""
     stream = make_stream(turn, open_turn(turn), median_tokens=700)
     call = make_call(turn, "send_invoice_email", dispatch="eager")
@@ -259,7 +230,7 @@ def stop_after_invoice_email(turn: Turn, *, stop_after_commit_ms: float = 200.0)
     t_cancel = plan.commit + stop_after_commit_ms + turn.rng.uniform(-20.0, 20.0)
     stream = _stream_covering(stream, t_cancel)
     schedule_tool(turn, plan, bill=False)
-    for kind in (K_EAGER_SIDE_EFFECT, K_CANCELLED_BUT_COMMITTED, K_UNBILLED_SIDE_EFFECT):
+    for kind in (kinds.EAGER_SIDE_EFFECT, kinds.CANCELLED_BUT_COMMITTED, kinds.UNBILLED_SIDE_EFFECT):
         turn.label(kind, call)
     return max(schedule_cancel(turn, plan_cancel(turn, t_cancel), stream), plan.returned)
 
@@ -272,7 +243,7 @@ def approval_bypassed(turn: Turn) -> float:
     t_flush = ask_approval(turn, complete_stream(turn, stream) + 0.3, call, granted=True, wait=False)
     plan = plan_tool(turn, t_flush, call)
     schedule_tool(turn, plan)
-    turn.label(K_UNAPPROVED_SIDE_EFFECT, call)
+    turn.label(kinds.UNAPPROVED_SIDE_EFFECT, call)
     return receipt(turn, plan.returned + 0.3, call)
 
 
@@ -285,8 +256,8 @@ def swallowed_abort_error(turn: Turn) -> float:
     schedule_cancel(turn, plan_cancel(turn, t_cancel), stream, reach_runtime=False)
     turn.close(stream.end + 0.5, "chat")
     charge_tokens(turn, stream.end + 1.0, stream.total)
-    turn.label(K_CANCEL_NOT_PROPAGATED)
-    turn.label(K_TOKENS_BILLED_AFTER_CANCEL)
+    turn.label(kinds.CANCEL_NOT_PROPAGATED)
+    turn.label(kinds.TOKENS_BILLED_AFTER_CANCEL)
     return stream.end + 10.0
 
 
@@ -296,7 +267,7 @@ def tokens_billed_in_full(turn: Turn) -> float:
     t_cancel = max(stream.start + 200.0, _at_fraction(turn, stream, 0.2, 0.7))
     stream = _stream_covering(stream, t_cancel, margin=800.0)
     end = schedule_cancel(turn, plan_cancel(turn, t_cancel), stream, bill_tokens=stream.total)
-    turn.label(K_TOKENS_BILLED_AFTER_CANCEL)
+    turn.label(kinds.TOKENS_BILLED_AFTER_CANCEL)
     return end
 
 
@@ -308,7 +279,7 @@ def cancel_never_acknowledged(turn: Turn) -> float:
     end = schedule_cancel(
         turn, plan_cancel(turn, t_cancel, origin="client_disconnect"), stream, acknowledge=False
     )
-    turn.label(K_CANCEL_NOT_PROPAGATED)
+    turn.label(kinds.CANCEL_NOT_PROPAGATED)
     return end
 
 
@@ -323,7 +294,7 @@ def cancel_not_forwarded_to_tool(turn: Turn) -> float:
     t_cancel = plan.start + (plan.done - plan.start) * turn.rng.uniform(0.1, 0.4)
     stream = _stream_covering(stream, t_cancel)
     end = schedule_cancel(turn, plan_cancel(turn, t_cancel), stream)
-    turn.label(K_CANCEL_NOT_PROPAGATED)
+    turn.label(kinds.CANCEL_NOT_PROPAGATED)
     return max(end, plan.returned)
 
 
@@ -333,7 +304,7 @@ def untiered_tool(turn: Turn) -> float:
     call = make_call(turn, "update_crm_record")
     plan = plan_tool(turn, _at_fraction(turn, stream, 0.1, 0.7), call)
     schedule_tool(turn, plan)
-    turn.label(K_UNTIERED_TOOL, call)
+    turn.label(kinds.UNTIERED_TOOL, call)
     return max(complete_stream(turn, stream), plan.returned)
 
 
@@ -343,7 +314,7 @@ def missing_idempotency_key(turn: Turn) -> float:
     call = make_call(turn, turn.rng.choice(["create_ticket", "create_draft"]), keyed=False)
     plan = plan_tool(turn, _at_fraction(turn, stream, 0.1, 0.7), call)
     schedule_tool(turn, plan)
-    turn.label(K_MISSING_IDEMPOTENCY_KEY, call)
+    turn.label(kinds.MISSING_IDEMPOTENCY_KEY, call)
     return max(complete_stream(turn, stream), plan.returned)
 
 
@@ -355,7 +326,7 @@ def ghost_commit(turn: Turn) -> float:
     buffer_call(turn, _at_fraction(turn, stream, 0.2, 0.8), call)
     plan = plan_tool(turn, complete_stream(turn, stream) + 0.5, call, fail="timeout")
     schedule_tool(turn, plan)
-    turn.label(K_GHOST_COMMIT, call)
+    turn.label(kinds.GHOST_COMMIT, call)
     assert plan.ack is not None
     return max(plan.returned, plan.ack + 1.0)
 
@@ -367,7 +338,7 @@ def billed_not_committed(turn: Turn) -> float:
     buffer_call(turn, _at_fraction(turn, stream, 0.2, 0.8), call)
     plan = plan_tool(turn, complete_stream(turn, stream) + 0.5, call, fail="rejected")
     schedule_tool(turn, plan, charge_at_prepare=True)
-    turn.label(K_BILLED_NOT_COMMITTED, call)
+    turn.label(kinds.BILLED_NOT_COMMITTED, call)
     return plan.returned
 
 
@@ -384,7 +355,7 @@ def skewed_node(turn: Turn) -> float:
         work_ms=lognormal(turn.rng, 60, 0.4, 10, 150),
     )
     schedule_tool(turn, plan)
-    turn.label(K_CAUSAL_INVERSION)
+    turn.label(kinds.CAUSAL_INVERSION)
     return max(complete_stream(turn, stream), plan.returned)
 
 
@@ -559,42 +530,46 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "stop_after_eager_dispatch",
             stop_after_eager_dispatch,
-            (K_CANCELLED_BUT_COMMITTED, K_EAGER_SIDE_EFFECT, K_UNAPPROVED_SIDE_EFFECT),
+            (kinds.CANCELLED_BUT_COMMITTED, kinds.EAGER_SIDE_EFFECT, kinds.UNAPPROVED_SIDE_EFFECT),
             2,
         ),
         Scenario(
             "stop_after_invoice_email",
             stop_after_invoice_email,
-            (K_EAGER_SIDE_EFFECT, K_CANCELLED_BUT_COMMITTED, K_UNBILLED_SIDE_EFFECT),
+            (kinds.EAGER_SIDE_EFFECT, kinds.CANCELLED_BUT_COMMITTED, kinds.UNBILLED_SIDE_EFFECT),
             2,
         ),
-        Scenario("approval_bypassed", approval_bypassed, (K_UNAPPROVED_SIDE_EFFECT,), 1.5),
+        Scenario("approval_bypassed", approval_bypassed, (kinds.UNAPPROVED_SIDE_EFFECT,), 1.5),
         Scenario(
             "double_compensation",
             partial(compensated_on_cancel, handler_fires=2, tool="charge_card"),
-            (K_DUPLICATE_COMPENSATION,),
+            (kinds.DUPLICATE_COMPENSATION,),
             1.5,
         ),
         Scenario(
             "typing_cancel_during_commit",
             partial(typing_cancel, commits=True),
-            (K_CANCELLED_BUT_COMMITTED,),
+            (kinds.CANCELLED_BUT_COMMITTED,),
             2,
         ),
         Scenario(
             "swallowed_abort_error",
             swallowed_abort_error,
-            (K_CANCEL_NOT_PROPAGATED, K_TOKENS_BILLED_AFTER_CANCEL),
+            (kinds.CANCEL_NOT_PROPAGATED, kinds.TOKENS_BILLED_AFTER_CANCEL),
             1.5,
         ),
-        Scenario("tokens_billed_in_full", tokens_billed_in_full, (K_TOKENS_BILLED_AFTER_CANCEL,), 1.5),
-        Scenario("cancel_never_acknowledged", cancel_never_acknowledged, (K_CANCEL_NOT_PROPAGATED,), 1),
-        Scenario("cancel_not_forwarded_to_tool", cancel_not_forwarded_to_tool, (K_CANCEL_NOT_PROPAGATED,), 1),
-        Scenario("retry_key_ignored", partial(retry_with_key, honoured=False), (K_DUPLICATE_COMMIT,), 1.5),
-        Scenario("untiered_tool", untiered_tool, (K_UNTIERED_TOOL,), 1.5),
-        Scenario("missing_idempotency_key", missing_idempotency_key, (K_MISSING_IDEMPOTENCY_KEY,), 1.5),
-        Scenario("ghost_commit", ghost_commit, (K_GHOST_COMMIT,), 1.5),
-        Scenario("billed_not_committed", billed_not_committed, (K_BILLED_NOT_COMMITTED,), 1.5),
-        Scenario("skewed_node", skewed_node, (K_CAUSAL_INVERSION,), 1.5),
+        Scenario("tokens_billed_in_full", tokens_billed_in_full, (kinds.TOKENS_BILLED_AFTER_CANCEL,), 1.5),
+        Scenario("cancel_never_acknowledged", cancel_never_acknowledged, (kinds.CANCEL_NOT_PROPAGATED,), 1),
+        Scenario(
+            "cancel_not_forwarded_to_tool", cancel_not_forwarded_to_tool, (kinds.CANCEL_NOT_PROPAGATED,), 1
+        ),
+        Scenario(
+            "retry_key_ignored", partial(retry_with_key, honoured=False), (kinds.DUPLICATE_COMMIT,), 1.5
+        ),
+        Scenario("untiered_tool", untiered_tool, (kinds.UNTIERED_TOOL,), 1.5),
+        Scenario("missing_idempotency_key", missing_idempotency_key, (kinds.MISSING_IDEMPOTENCY_KEY,), 1.5),
+        Scenario("ghost_commit", ghost_commit, (kinds.GHOST_COMMIT,), 1.5),
+        Scenario("billed_not_committed", billed_not_committed, (kinds.BILLED_NOT_COMMITTED,), 1.5),
+        Scenario("skewed_node", skewed_node, (kinds.CAUSAL_INVERSION,), 1.5),
     )
 }

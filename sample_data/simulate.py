@@ -15,8 +15,9 @@ from typing import Any
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
+from turnlens.kernel.findings import FINDING_KINDS
 from turnlens.sample_data.fleet import MS, Fleet
-from turnlens.sample_data.scenarios import FINDING_KINDS, SCENARIOS, Scenario
+from turnlens.sample_data.scenarios import SCENARIOS, Scenario
 from turnlens.sample_data.turn import Session, Turn, lognormal
 
 LABELS_FORMAT = "turnlens-labels/1"
@@ -43,7 +44,7 @@ def parse_mix(text: str | None) -> dict[str, float]:
 
 @dataclass
 class ChaosWindow:
-    """The seed's chaos experiment: every hop of the cancel chain delayed by ~100 ms for a while."""
+    """A chaos experiment: every hop of the cancel chain delayed by ~100 ms for a while."""
 
     start_ns: int
     end_ns: int
@@ -192,7 +193,7 @@ class Simulation:
                     "start_unix_nano": self.chaos_window.start_ns,
                     "end_unix_nano": self.chaos_window.end_ns,
                     "description": f"every hop of every cancel chain delayed by {lo:.0f}-{hi:.0f} ms (the "
-                    "seed's chaos experiment): cancel-to-ack P95 > 100 ms over 5 min (P2), P99 > 500 ms (P1)",
+                    "chaos experiment): cancel-to-ack P95 > 100 ms over 5 min (P2), P99 > 500 ms (P1)",
                     "expect_alerts": ["cancel_to_ack_p95 (P2)", "cancel_to_ack_p99 (P1)"],
                 }
             )

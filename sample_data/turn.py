@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.trace import Link, Span, SpanKind, set_span_in_context
-from turnlens.collector import contract as c
-from turnlens.collector import instrument
-from turnlens.collector.instrument import ToolCall
+from turnlens.instrument import tracing as instrument
+from turnlens.instrument.tracing import ToolCall
+from turnlens.kernel import contract as c
 from turnlens.sample_data.fleet import MS, Fleet, Node
 
 HTTP = "gateway-1"
@@ -33,7 +33,7 @@ TOKEN_PRICE = 0.00002  # per generated token, in the billing events' currency
 
 @dataclass(frozen=True)
 class Label:
-    """One finding the detectors should report, in DESIGN.md's terms."""
+    """One finding the detectors should report, in the detectors' terms."""
 
     kind: str
     session_id: str

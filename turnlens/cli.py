@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from turnlens import __version__
 
@@ -15,11 +16,24 @@ COMMAND_MODULES = (
     "turnlens.collector.commands",  # collect, ingest, compact
     "turnlens.sample_data.commands",  # simulate
     "turnlens.queries.commands",  # views, query
-    "turnlens.queries.alert_commands",  # alerts run, alerts test
+    "turnlens.alerts.commands",  # alerts run, alerts test
     "turnlens.dashboard.commands",  # dashboard
-    "turnlens.dashboard.export_commands",  # export
+    "turnlens.export.commands",  # export
     "turnlens.demo",  # demo
 )
+
+
+def _write_catalog(store_dir: Path, segments_glob: str) -> None:
+    """Makes a store the collector opened readable: the queries' catalog of views beside the segments."""
+    from turnlens.queries.catalog import write_catalog
+
+    write_catalog(store_dir, segments_glob)
+
+
+# The parts that must not import one another meet here: the collector calls back into the queries.
+HOOKS: dict[str, dict[str, Callable[..., object]]] = {
+    "turnlens.collector.commands": {"prepare_store": _write_catalog},
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name != name:
                 raise
             continue
-        module.register(subparsers)
+        module.register(subparsers, **HOOKS.get(name, {}))
     return parser
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+from turnlens.alerts import alerting
 from turnlens.dashboard import common, data
-from turnlens.queries import alerting
+from turnlens.kernel import durations
 
 st.title("Alerts")
 state = data.alert_state()
@@ -63,7 +64,7 @@ for rule in rules:
     badge = f":red-badge[{firing} firing]" if firing else ":green-badge[ok]"
     labels = " ".join(f"`{k}={v}`" for k, v in rule.labels.items())
     with st.expander(
-        f"**{rule.name}** · {rule.severity} · for {alerting.format_duration(rule.for_)} {badge}"
+        f"**{rule.name}** · {rule.severity} · for {durations.format_duration(rule.for_)} {badge}"
     ):
         st.markdown(f"{rule.summary}  \n{labels}")
         st.caption(rule.description)

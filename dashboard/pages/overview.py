@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 from turnlens.dashboard import charts, common, data, filters
+from turnlens.kernel import findings
 
-P99_PAGE_MS = 500.0  # DESIGN.md: P1 when cancel-to-ack P99 > 500 ms for 1 minute
+P99_PAGE_MS = findings.CANCEL_TO_ACK_P99_PAGE_MS
 
 st.title("Overview")
 left, right = st.columns([1, 3], vertical_alignment="bottom")

@@ -4,21 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 from turnlens.dashboard import common, data, filters
+from turnlens.kernel import findings
 
 ROW_LIMIT = 5000
-# The finding kinds that are about one side effect, as DESIGN.md names them.
-LEDGER_KINDS = [
-    "cancelled_but_committed",
-    "unbilled_side_effect",
-    "unapproved_side_effect",
-    "duplicate_commit",
-    "ghost_commit",
-    "billed_not_committed",
-    "duplicate_compensation",
-    "missing_idempotency_key",
-    "eager_side_effect",
-    "untiered_tool",
-]
+LEDGER_KINDS = list(findings.SIDE_EFFECT_KINDS)  # the finding kinds that are about one side effect
 # What an SRE reads first; every other column of `side_effects` follows.
 LEADING_COLUMNS = [
     "open",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import streamlit as st
-from turnlens.collector import contract
 from turnlens.dashboard import common, data, filters
+from turnlens.kernel import contract, findings
 
 ROW_LIMIT = 2000
 
@@ -12,22 +12,8 @@ st.title("Turns")
 common.snapshot_caption()
 tools_seen = data.query("filter_options")["value"].tolist()
 # The `turns` and `divergences` views document these values; listing them here spares a full scan.
-STATUSES = ["completed", "cancelled", "failed", "open"]
-FINDING_KINDS = [
-    "cancelled_but_committed",
-    "cancel_not_propagated",
-    "eager_side_effect",
-    "untiered_tool",
-    "missing_idempotency_key",
-    "unapproved_side_effect",
-    "unbilled_side_effect",
-    "billed_not_committed",
-    "tokens_billed_after_cancel",
-    "ghost_commit",
-    "duplicate_commit",
-    "duplicate_compensation",
-    "causal_inversion",
-]
+STATUSES = list(findings.TURN_STATUSES)
+FINDING_KINDS = list(findings.FINDING_KINDS)
 
 row1 = st.columns([1, 2, 2, 3])
 with row1[0]:

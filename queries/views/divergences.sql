@@ -1,5 +1,5 @@
--- divergences: one row per finding: something the layers of a turn disagree about, or a remedy of the seed articles left undone.
--- Each CTE below is one detector of DESIGN.md; every detector that compares order needs HLC on both sides, or falls back to wall clock only where the turn has no HLC at all.
+-- divergences: one row per finding: something the layers of a turn disagree about, or a remedy of the span contract left undone.
+-- Each CTE below is one detector of docs/span-contract.md; every detector that compares order needs HLC on both sides, or falls back to wall clock only where the turn has no HLC at all.
 --   kind: cancelled_but_committed, cancel_not_propagated, eager_side_effect, untiered_tool, missing_idempotency_key, unapproved_side_effect, unbilled_side_effect, billed_not_committed, tokens_billed_after_cancel, ghost_commit, duplicate_commit, duplicate_compensation, causal_inversion.
 --   severity: critical, high, medium or low.
 --   session_id: the session.

@@ -240,7 +240,7 @@ join framework_spans as s using (turn_id, span_id);
 -- turn_events_from(spans): the same rows over a relation with the spans view's columns, named by string
 -- (turn_events_in passes a list's traces; the materialised views' fresh part passes its own, derived/fresh.sql).
 create or replace macro turn_events_from(spans) as table
-with contract_steps(step) as (  -- the span contract's event names (collector/contract.py EVENT_NAMES)
+with contract_steps(step) as (  -- the span contract's event names (kernel/contract.py EVENT_NAMES)
     values
         ('turn.user_input'), ('stream.progress'), ('stream.completed'), ('cancel.requested'),
         ('cancel.received'), ('cancel.acknowledged'), ('tool.buffered'), ('tool.dispatched'),
@@ -320,7 +320,7 @@ all_rows as (  -- each row's own attributes parsed once: the event's, or the spa
             case
                 when r.source = 'event' and not (r.name = 'exception' or r.name ilike '%chunk%'
                     or starts_with(r.name, 'gen_ai.')) then r.name
-                -- a lifecycle step emitted as its own span (the contract's event names, collector/contract.py)
+                -- a lifecycle step emitted as its own span (the contract's event names, kernel/contract.py)
                 when r.source = 'span_start' and r.name in (select step from contract_steps) then r.name
             end as step,
             r.wall_ns as wall_ns,

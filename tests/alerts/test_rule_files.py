@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from turnlens.queries import alerting
+from turnlens.alerts import alerting
 from turnlens.queries.catalog import QUERIES_DIR
 
 TESTS = sorted((alerting.ALERTS_DIR / "tests").glob("*.test.toml"))
@@ -66,12 +66,18 @@ def test_malformed_rules_are_refused(tmp_path: Path) -> None:
         "unknown parameter": good.replace("$at_hlc", "$when"),
         "reserved static label": good.replace("priority=P1", "severity=P1"),
     }
+    messages = {
+        "no runbook": "runbook",
+        "bad for": "soon",
+        "unknown parameter": "when",
+        "reserved static label": "severity",
+    }
     for why, text in cases.items():
+        assert text != good, f"the case '{why}' no longer changes the rule"
         path = tmp_path / "rule.sql"
         path.write_text(text)
-        with pytest.raises(alerting.RuleError):
+        with pytest.raises(alerting.RuleError, match=messages[why]):
             alerting.parse_rule(path)
-        assert why
 
 
 def test_order_file_is_checked_both_ways(tmp_path: Path) -> None:

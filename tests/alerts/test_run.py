@@ -11,7 +11,7 @@ import jsonschema
 import payload_schemas
 import pytest
 import storebuilder
-from turnlens.queries import alerting
+from turnlens.alerts import alerting
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)  # the cancel of the incident
 T0_MS = int(T0.timestamp() * 1000)

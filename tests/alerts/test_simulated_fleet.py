@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from turnlens.dashboard import report
+from turnlens.export import report
 
 pytestmark = pytest.mark.slow
 SCENARIOS = ",".join(

@@ -16,8 +16,8 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-from turnlens.collector.schema import SEGMENT_SCHEMA
 from turnlens.collector.store import Store, StoreOverloaded
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 from turnlens.queries import catalog
 
 NS_PER_DAY = 86_400 * 1_000_000_000
@@ -83,7 +83,7 @@ def run_writer(args: argparse.Namespace) -> int:
             ids = [span_id(args.writer, n + k) for k in range(args.batch)]
             table = spans(ids)
             if thread == 0 and batch % 2:  # half of one thread's batches straddle two days
-                table = pa.concat_tables([table.slice(0, 5), spans(ids[5:], start_ns=yesterday)])
+                table = pa.concat_tables([table.slice(0, 5), spans(ids[5:], received_ns=yesterday)])
             try:
                 store.append(table)
             except StoreOverloaded as exc:

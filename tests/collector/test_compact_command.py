@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import otlp_samples as s
@@ -35,7 +36,9 @@ def test_retention_drops_old_partitions(tmp_path: Path, capsys: pytest.CaptureFi
     store = tmp_path / "store"
     with Store(store) as writer:
         write_catalog(store, writer.segments_glob)
-        writer.append(decode_protobuf(s.simple_request(5, seed=1).SerializeToString()).table)  # Nov 2026
+        three_days_ago = time.time_ns() - 3 * 86_400 * 10**9  # partitions are days of receipt
+        body = s.simple_request(5, seed=1).SerializeToString()
+        writer.append(decode_protobuf(body, received_unix_nano=three_days_ago).table)
     assert cli.main(["compact", "--store", str(store), "--retention", "1d"]) == 0
     assert "dropped 1 date partition" in capsys.readouterr().out
 

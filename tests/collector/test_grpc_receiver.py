@@ -120,15 +120,14 @@ def test_too_large_is_resource_exhausted(channel: grpc.Channel, compression: grp
 def test_overload_is_unavailable_with_retry_info(
     collector: s.CollectorProcess, channel: grpc.Channel
 ) -> None:
-    """An OTLP/HTTP request still arriving holds the in-flight budget, which gRPC shares."""
+    """The bytes an OTLP/HTTP request still arriving has sent hold the in-flight budget, which gRPC shares."""
     size = 300 * 1024
     host, port = collector.http.split(":")
     sock = socket.create_connection((host, int(port)))
     sock.sendall(
         f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {size}\r\n\r\n".encode()
+        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {size}\r\n\r\n".encode() + bytes(size - 1)
     )
-    time.sleep(1.0)  # no request of ours may be in flight while it reserves, or it is refused instead
     deadline = time.monotonic() + 10
     try:
         with pytest.raises(grpc.RpcError) as caught:
@@ -162,3 +161,33 @@ def test_logs_service_answers_with_everything_rejected(channel: grpc.Channel) ->
         call(channel, logs.SerializeToString(), path=LOGS_EXPORT)
     )
     assert answer.partial_success.rejected_log_records == 1
+
+
+@pytest.mark.slow
+def test_many_concurrent_calls_are_answered_or_told_to_retry_never_resource_exhausted(
+    start_collector,  # noqa: ANN001
+) -> None:
+    """Past 32 concurrent calls gRPC's own limit answered RESOURCE_EXHAUSTED without RetryInfo, which OTLP
+    exporters do not retry: the data was dropped. Load must be UNAVAILABLE (retried), everything else OK."""
+    import threading
+
+    collector = start_collector("--token", TOKEN)  # the default budget: calls are held, not refused at once
+    outcomes: list[grpc.StatusCode] = []
+    body = s.simple_request(3000, seed=77).SerializeToString()
+
+    def export() -> None:
+        with grpc.insecure_channel(collector.grpc) as own:  # a connection each, as separate exporters have
+            try:
+                call(own, body)
+                outcomes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as error:
+                outcomes.append(code_of(error))
+
+    threads = [threading.Thread(target=export) for _ in range(100)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(outcomes) == 100
+    assert set(outcomes) <= {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE}, outcomes
+    assert grpc.StatusCode.OK in outcomes

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from turnlens.collector.contract import pack_hlc, unpack_hlc
-from turnlens.collector.hlc import ClockOffsetError, HybridLogicalClock
+from turnlens.kernel.contract import pack_hlc, unpack_hlc
+from turnlens.kernel.hlc import ClockOffsetError, HybridLogicalClock
 
 MS = 1_000_000
 

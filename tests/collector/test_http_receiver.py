@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 TOKEN = "s3cret-token"
 LIMIT = 1024 * 1024  # --max-request-bytes for this module's collector
 INFLIGHT = 256 * 1024  # --max-inflight-bytes
+READ_TIMEOUT_S = 3  # --read-timeout
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,7 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s.CollectorP
     process = s.CollectorProcess(
         tmp_path_factory.mktemp("http") / "store",
         "--token", TOKEN, "--max-request-bytes", str(LIMIT), "--max-inflight-bytes", str(INFLIGHT),
+        "--read-timeout", f"{READ_TIMEOUT_S}s",
     ).start()
     yield process
     assert process.stop() == 0, process.output()
@@ -44,6 +46,12 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s.CollectorP
 
 def send(collector: s.CollectorProcess, body: bytes, **headers: str) -> tuple[int, dict[str, str], bytes]:
     return s.post(collector.http, "/v1/traces", body, s.protobuf_headers(TOKEN, **headers))
+
+
+def stored(collector: s.CollectorProcess, span_ids: set[str]) -> int:
+    """How many of these spans the store holds."""
+    sql = "select count(*) from spans where span_id in (select unnest($1))"
+    return int(s.query(collector.store, sql, [sorted(span_ids)])[0][0])
 
 
 def still_serving(collector: s.CollectorProcess) -> None:
@@ -171,6 +179,28 @@ def test_partial_success_names_the_rejected_spans_and_stores_the_rest(collector:
     assert orjson.loads(body)["partialSuccess"]["rejectedSpans"] == "1"
 
 
+def test_every_member_of_a_multi_member_gzip_body_is_stored(collector: s.CollectorProcess) -> None:
+    first, second = s.simple_request(2, seed=4301), s.simple_request(3, seed=4302)
+    body = gzip.compress(first.SerializeToString()) + gzip.compress(second.SerializeToString())
+    status, _, _ = send(collector, body, **{"Content-Encoding": "gzip"})
+    assert status == 200
+    assert stored(collector, s.span_ids(first) | s.span_ids(second)) == 5
+
+
+@pytest.mark.parametrize("trailer", [b"garbage", b"\x1f\x8b", b"\x00" * 8])
+def test_bytes_after_the_gzip_data_are_refused_and_nothing_is_stored(
+    collector: s.CollectorProcess, trailer: bytes
+) -> None:
+    request = s.simple_request(2, seed=4400 + len(trailer))
+    status, _, response = send(
+        collector, gzip.compress(request.SerializeToString()) + trailer, **{"Content-Encoding": "gzip"}
+    )
+    assert status == 400, response
+    assert "gzip" in status_pb2.Status.FromString(response).message
+    assert stored(collector, s.span_ids(request)) == 0
+    still_serving(collector)
+
+
 def gzip_bomb(decompressed_bytes: int) -> bytes:
     packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     zeros = bytes(1024 * 1024)
@@ -182,6 +212,10 @@ BAD_INPUTS = [
     ("garbage protobuf", "POST", "/v1/traces", s.protobuf_headers(TOKEN), b"\xff\xfe garbage", 400),
     ("malformed JSON", "POST", "/v1/traces", s.json_headers(TOKEN), b'{"resourceSpans": [', 400),
     ("JSON of the wrong shape", "POST", "/v1/traces", s.json_headers(TOKEN), b'{"resourceSpans": 5}', 400),
+    ("JSON span name of the wrong type", "POST", "/v1/traces", s.json_headers(TOKEN),
+     s.SPEC_EXAMPLE_JSON.replace(b'"I\'m a server span"', b"5"), 400),
+    ("JSON flags past 64 bits", "POST", "/v1/traces", s.json_headers(TOKEN),
+     s.SPEC_EXAMPLE_JSON.replace(b'"kind": 2', b'"kind": 2, "flags": 18446744073709551616'), 400),
     ("gzip header, plain body", "POST", "/v1/traces",
      s.protobuf_headers(TOKEN, **{"Content-Encoding": "gzip"}), b"plain", 400),
     ("truncated gzip", "POST", "/v1/traces", s.protobuf_headers(TOKEN, **{"Content-Encoding": "gzip"}),
@@ -195,6 +229,7 @@ BAD_INPUTS = [
     ("unknown path", "POST", "/v2/traces", s.protobuf_headers(TOKEN), b"", 404),
     ("no token", "POST", "/v1/traces", s.protobuf_headers(), b"", 401),
     ("wrong token", "POST", "/v1/traces", s.protobuf_headers("guess"), b"", 401),
+    ("non-ASCII token", "POST", "/v1/traces", s.protobuf_headers("tökén"), b"", 401),
     ("too large", "POST", "/v1/traces", s.protobuf_headers(TOKEN), b"\x0a" * (LIMIT + 1), 413),
 ]
 
@@ -245,25 +280,24 @@ def test_logs_and_metrics_are_answered_with_everything_rejected(collector: s.Col
     assert orjson.loads(body)["partialSuccess"]["rejectedDataPoints"] == "2"
 
 
-def hold_a_request_open(collector: s.CollectorProcess, size: int) -> socket.socket:
-    """Starts a request whose body is still arriving, so its bytes stay reserved."""
+def hold_a_request_open(collector: s.CollectorProcess, body: bytes) -> socket.socket:
+    """Sends all of a request but its last byte, so the bytes it sent stay held (and reserved)."""
     host, port = collector.http.split(":")
     sock = socket.create_connection((host, int(port)))
     head = (
         f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {size}\r\n\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(body)}\r\n\r\n"
     )
-    sock.sendall(head.encode())
+    sock.sendall(head.encode() + body[:-1])
     return sock
 
 
 def test_past_the_in_flight_budget_it_answers_429_with_retry_after(collector: s.CollectorProcess) -> None:
     held_request = s.simple_request(3000, seed=31337).SerializeToString()
     assert INFLIGHT < len(held_request) < LIMIT
-    sock = hold_a_request_open(collector, len(held_request))
+    sock = hold_a_request_open(collector, held_request)
     try:
-        time.sleep(1.0)  # no request of ours may be in flight while it reserves, or it is refused instead
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + READ_TIMEOUT_S - 1
         seed = 31338
         while True:  # until the collector has read the held request's headers and reserved its bytes
             seed += 1
@@ -273,7 +307,7 @@ def test_past_the_in_flight_budget_it_answers_429_with_retry_after(collector: s.
             time.sleep(0.05)
         assert status == 429
         assert int(headers["retry-after"]) >= 1
-        sock.sendall(held_request)
+        sock.sendall(held_request[-1:])
         answer = sock.recv(65536)
         assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
     finally:
@@ -324,3 +358,156 @@ def test_a_refused_request_leaves_its_keep_alive_connection_usable(collector: s.
             assert response.status == expected
     finally:
         connection.close()
+
+
+def test_a_token_no_header_can_carry_stops_start_up_with_a_clear_message(tmp_path: Path) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [*s.TURNLENS, "collect", "--store", str(tmp_path / "store"), "--http", f"127.0.0.1:{s.free_port()}",
+         "--grpc", "off", "--token", "sécret"],
+        capture_output=True, text=True, timeout=30, cwd=s.REPO,
+    )
+    assert done.returncode == 2
+    assert "--token must be visible ASCII" in done.stderr
+
+
+@pytest.mark.slow
+def test_distinct_large_attribute_values_do_not_pile_up_in_memory(collector: s.CollectorProcess) -> None:
+    """Each request a new 256 KiB resource attribute: nothing of it may stay once the request is answered."""
+
+    def send_large(i: int) -> None:
+        request = s.simple_request(1, seed=600_000 + i)
+        value = f"{i:08d}" + "x" * (256 * 1024)
+        request.resource_spans[0].resource.attributes.append(s.kv("big.value", value))
+        status, _, body = send(collector, request.SerializeToString())
+        assert status == 200, body
+
+    process = psutil.Process(collector.proc.pid)
+    for i in range(20):  # allocator warm-up
+        send_large(i)
+    before = process.memory_info().rss
+    for i in range(20, 160):
+        send_large(i)
+    grown = process.memory_info().rss - before
+    assert grown < 32 * 1024 * 1024, f"RSS grew by {grown / 2**20:.0f} MiB over 140 requests of 256 KiB"
+
+
+def test_slow_connections_announcing_large_bodies_do_not_starve_other_clients(
+    collector: s.CollectorProcess,
+) -> None:
+    """The budget holds the bytes a request has sent, not the ones its Content-Length announces."""
+    import grpc
+
+    host, port = collector.http.split(":")
+    slow = []
+    for _ in range(2):
+        sock = socket.create_connection((host, int(port)))
+        sock.sendall(
+            f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            f"Authorization: Bearer {TOKEN}\r\nContent-Length: {LIMIT}\r\n\r\n\x0a".encode()
+        )
+        slow.append(sock)
+    try:
+        time.sleep(0.5)  # the collector has read the headers and the byte
+        request = s.simple_request(2, seed=9900)
+        status, _, body = send(collector, request.SerializeToString())
+        assert status == 200, body
+        with grpc.insecure_channel(collector.grpc) as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            export(s.simple_request(2, seed=9901).SerializeToString(),
+                   metadata=[("authorization", f"Bearer {TOKEN}")], timeout=10)
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+def test_a_body_slower_than_the_read_timeout_gets_408_and_the_connection_closes(
+    collector: s.CollectorProcess,
+) -> None:
+    host, port = collector.http.split(":")
+    sock = socket.create_connection((host, int(port)), timeout=READ_TIMEOUT_S + 10)
+    started = time.monotonic()
+    try:
+        sock.sendall(
+            f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            f"Authorization: Bearer {TOKEN}\r\nContent-Length: 1000\r\n\r\n".encode()
+        )
+        for _ in range(int(READ_TIMEOUT_S * 4)):  # a byte every 0.25 s: each read gets something
+            sock.sendall(b"\x0a")
+            time.sleep(0.25)
+        answer = b""
+        while chunk := sock.recv(65536):  # until the collector closes the connection
+            answer += chunk
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:100]
+    assert b"did not arrive within" in answer
+    assert time.monotonic() - started < READ_TIMEOUT_S + 5
+    still_serving(collector)
+
+
+def exchange(collector: s.CollectorProcess, raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Sends raw bytes as one request; (status, headers, body) of the answer."""
+    import http.client
+
+    host, port = collector.http.split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(raw)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+
+
+def raw_request(*headers: str, body: bytes = b"") -> bytes:
+    lines = ["POST /v1/traces HTTP/1.1", "Host: x", "Content-Type: application/x-protobuf",
+             f"Authorization: Bearer {TOKEN}", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+CHUNKED = "Transfer-Encoding: chunked"
+FRAMING = [
+    ("unknown method", b"BREW /v1/traces HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+    ("Content-Length with an underscore", raw_request("Content-Length: 1_0", body=b"\x0a" * 10), 400),
+    ("Content-Length with a sign", raw_request("Content-Length: +10", body=b"\x0a" * 10), 400),
+    ("two different Content-Lengths", raw_request("Content-Length: 2", "Content-Length: 3", body=b"\x0a\x00"),
+     400),
+    ("a negative chunk size", raw_request(CHUNKED, body=b"-5\r\nabcde\r\n0\r\n\r\n"), 400),
+    ("a 0x chunk size", raw_request(CHUNKED, body=b"0x2\r\n\x0a\x00\r\n0\r\n\r\n"), 400),
+    ("a chunk without its CRLF", raw_request(CHUNKED, body=b"2\r\n\x0a\x00XX0\r\n\r\n"), 400),
+    ("an unknown transfer coding", raw_request("Transfer-Encoding: gzip, chunked", body=b"0\r\n\r\n"), 501),
+    ("chunked and a Content-Length", raw_request(CHUNKED, "Content-Length: 5", body=b"0\r\n\r\n"), 400),
+    ("too many headers", raw_request(*[f"X-{i}: y" for i in range(150)], "Content-Length: 0"), 431),
+    ("HTTP/0.9", raw_request("Content-Length: 0").replace(b"HTTP/1.1", b"HTTP/0.9", 1), 505),
+    ("HTTP/2.0 on HTTP/1", raw_request("Content-Length: 0").replace(b"HTTP/1.1", b"HTTP/2.0", 1), 505),
+    ("a request line of noise", b"\x8fC\xde\xf4\xe7A\x97U?\r\n\r\n", 400),
+]
+
+
+@pytest.mark.parametrize(("what", "raw", "expected"), FRAMING, ids=[case[0] for case in FRAMING])
+def test_malformed_framing_is_refused_with_a_status_body(
+    collector: s.CollectorProcess, what: str, raw: bytes, expected: int
+) -> None:
+    status, headers, body = exchange(collector, raw)
+    assert status == expected, (what, body[:200])
+    assert headers["content-type"] in ("application/x-protobuf", "application/json"), body[:200]
+    assert b"<html" not in body.lower()
+    if expected == 405:
+        assert headers["allow"] == "POST"
+    still_serving(collector)
+
+
+def test_spans_on_thousands_of_start_days_make_one_partition(collector: s.CollectorProcess) -> None:
+    """Partitions are days of receipt: a sender's clock cannot make a request write a file per day."""
+    request = s.simple_request(2000, seed=12_000)
+    for day, span in enumerate(request.resource_spans[0].scope_spans[0].spans):
+        span.start_time_unix_nano = day * 86_400 * 10**9 + 1
+        span.end_time_unix_nano = span.start_time_unix_nano + 1000
+    partitions_before = set((Path(collector.store) / "segments").glob("date=*"))
+    started = time.monotonic()
+    status, _, body = send(collector, request.SerializeToString())
+    assert status == 200, body
+    assert time.monotonic() - started < 5
+    created = set((Path(collector.store) / "segments").glob("date=*")) - partitions_before
+    assert len(created) <= 1  # today's, unless an earlier test made it already
+    assert stored(collector, s.span_ids(request)) == 2000

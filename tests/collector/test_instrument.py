@@ -13,10 +13,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, get_current_span
-from turnlens.collector import contract as c
-from turnlens.collector import instrument
-from turnlens.collector.contract import unpack_hlc
-from turnlens.collector.hlc import ClockOffsetError, HybridLogicalClock
+from turnlens.instrument import tracing as instrument
+from turnlens.kernel import contract as c
+from turnlens.kernel.contract import unpack_hlc
+from turnlens.kernel.hlc import ClockOffsetError, HybridLogicalClock
 
 MS = 1_000_000
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 import orjson
 import otlp_samples as s
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from turnlens.collector import otlp_decode
+from turnlens.collector import otlp_attributes, otlp_decode, otlp_rows
 from turnlens.collector.otlp_decode import OtlpDecodeError, decode_json, decode_protobuf
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 
 def only_row(result: otlp_decode.DecodeResult) -> dict:
@@ -160,7 +162,7 @@ def test_a_large_request_converted_in_chunks_gives_the_same_table(monkeypatch: p
     second.scope_spans.add().spans.extend(s.simple_request(50, seed=9).resource_spans[0].scope_spans[0].spans)
     body = request.SerializeToString()
     whole = decode_protobuf(body, received_unix_nano=1).table
-    monkeypatch.setattr(otlp_decode._Rows, "CHUNK_SPANS", 64)
+    monkeypatch.setattr(otlp_rows.Rows, "CHUNK_SPANS", 64)
     chunked = decode_protobuf(body, received_unix_nano=1).table
     assert chunked.num_rows == 350
     assert chunked.to_pylist() == whole.to_pylist()
@@ -172,8 +174,8 @@ def test_repeated_attribute_values_decode_the_same_from_the_cache() -> None:
     body = s.full_request().SerializeToString()
     first = decode_protobuf(body, received_unix_nano=1).table.to_pylist()
     again = decode_protobuf(body, received_unix_nano=1).table.to_pylist()
-    otlp_decode._kv_cache.clear()
-    otlp_decode._key_cache.clear()
+    otlp_attributes.kv_cache.clear()
+    otlp_attributes.key_cache.clear()
     cold = decode_protobuf(body, received_unix_nano=1).table.to_pylist()
     assert first == again == cold
 
@@ -186,18 +188,18 @@ def test_an_empty_request_gives_an_empty_table() -> None:
 
 def test_keys_whose_values_never_repeat_stop_filling_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     decode_protobuf = otlp_decode.decode_protobuf_reference  # the compiled walker caches nothing
-    monkeypatch.setattr(otlp_decode._Volatility, "EPOCH", 200)
-    monkeypatch.setattr(otlp_decode, "_volatility", otlp_decode._Volatility())
-    otlp_decode._kv_cache.clear()
+    monkeypatch.setattr(otlp_attributes.Volatility, "EPOCH", 200)
+    monkeypatch.setattr(otlp_attributes, "volatility", otlp_attributes.Volatility())
+    otlp_attributes.kv_cache.clear()
     for seed in range(1, 6):  # every span a new turnlens.hlc; session.id repeats within a request
         request = s.simple_request(100, seed=seed)
         for i, span in enumerate(request.resource_spans[0].scope_spans[0].spans):
             span.attributes[1].value.int_value = s.HLC + seed * 1000 + i
         decode_protobuf(request.SerializeToString())
-    cached_keys = [raw for raw in otlp_decode._kv_cache if b"turnlens.hlc" in raw]
-    assert otlp_decode.contract.HLC in otlp_decode._volatility.volatile
+    cached_keys = [raw for raw in otlp_attributes.kv_cache if b"turnlens.hlc" in raw]
+    assert otlp_rows.contract.HLC in otlp_attributes.volatility.volatile
     assert len(cached_keys) < 250  # the first epochs only, not all 500
-    assert any(b"session.id" in raw for raw in otlp_decode._kv_cache)
+    assert any(b"session.id" in raw for raw in otlp_attributes.kv_cache)
 
 
 def test_an_attribute_key_that_is_not_utf8_is_a_decode_error_not_a_crash() -> None:
@@ -207,3 +209,67 @@ def test_an_attribute_key_that_is_not_utf8_is_a_decode_error_not_a_crash() -> No
     corrupted = body.replace(b"session.id", b"\xff" * len(b"session.id"))  # same length: valid wire format
     with pytest.raises(OtlpDecodeError):
         decode_protobuf(corrupted)
+
+
+def full_json() -> dict:
+    """The full sample request in OTLP/JSON: one span with an event, a link and a status."""
+    return s.to_otlp_json(s.full_request())
+
+
+def _at(document: dict, path: str) -> tuple[dict, str]:
+    """The object holding the last key of `path` (dots; [n] picks a list item) and that key."""
+    *parents, last = path.split(".")
+    node: Any = document
+    for part in parents:
+        name, _, index = part.partition("[")
+        node = node[name]
+        if index:
+            node = node[int(index.rstrip("]"))]
+    return node, last
+
+
+SPAN = "resourceSpans[0].scopeSpans[0].spans[0]"
+TYPED_FIELDS = {  # path -> the name the error message must give
+    f"{SPAN}.name": "name", f"{SPAN}.traceState": "traceState", f"{SPAN}.status.message": "status.message",
+    f"{SPAN}.events[0].name": "event name", f"{SPAN}.links[0].traceState": "link traceState",
+    "resourceSpans[0].scopeSpans[0].scope.name": "scope.name",
+    "resourceSpans[0].scopeSpans[0].scope.version": "scope.version",
+    "resourceSpans[0].schemaUrl": "resourceSpans.schemaUrl",
+    "resourceSpans[0].scopeSpans[0].schemaUrl": "scopeSpans.schemaUrl",
+    f"{SPAN}.attributes[0].value.stringValue": "stringValue",
+}
+COUNT_FIELDS = {
+    f"{SPAN}.flags": "flags", f"{SPAN}.links[0].flags": "link flags",
+    f"{SPAN}.droppedAttributesCount": "droppedAttributesCount",
+    f"{SPAN}.droppedEventsCount": "droppedEventsCount", f"{SPAN}.droppedLinksCount": "droppedLinksCount",
+    f"{SPAN}.events[0].droppedAttributesCount": "droppedAttributesCount",
+    "resourceSpans[0].resource.droppedAttributesCount": "droppedAttributesCount",
+}
+
+
+@pytest.mark.parametrize("path", [*TYPED_FIELDS, *COUNT_FIELDS])
+def test_json_of_the_wrong_type_or_range_is_refused_naming_the_field(path: str) -> None:
+    """Each was an ArrowTypeError or an OverflowError (HTTP 500) before; all must be 400s that say why."""
+    name = TYPED_FIELDS.get(path) or COUNT_FIELDS[path]
+    bad_values = [5, True, ["x"], {"x": 1}] if path in TYPED_FIELDS else [2**64, str(2**63), -1, "x", [1]]
+    for bad in bad_values:
+        document = full_json()
+        parent, key = _at(document, path)
+        assert key in parent, path  # the sample sets every field tested
+        parent[key] = bad
+        with pytest.raises(OtlpDecodeError, match=re.escape(name)):
+            decode_json(json.dumps(document))  # the stdlib writes integers past 64 bits
+
+
+@pytest.mark.parametrize(
+    ("value", "name"),
+    [({"boolValue": "yes"}, "boolValue"), ({"intValue": str(2**64)}, "intValue"),
+     ({"doubleValue": [1]}, "doubleValue"), ({"arrayValue": {"values": 5}}, "arrayValue"),
+     ({"kvlistValue": []}, "kvlistValue")],
+)
+def test_json_attribute_values_of_the_wrong_type_are_refused(value: dict, name: str) -> None:
+    document = full_json()
+    parent, _ = _at(document, f"{SPAN}.attributes[0].value")
+    parent["value"] = value
+    with pytest.raises(OtlpDecodeError, match=name):
+        decode_json(orjson.dumps(document))

@@ -20,13 +20,13 @@ import otlp_samples as s
 import pyarrow as pa
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 from test_schema_coverage import walk
 from turnlens.collector import otlp_decode
 from turnlens.collector.otlp_decode import OtlpDecodeError, decode_protobuf, decode_protobuf_reference
-from turnlens.collector.schema import SEGMENT_SCHEMA
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 
 def outcome(decode: Any, body: bytes) -> tuple[Any, ...]:
@@ -149,7 +149,7 @@ def test_each_field_of_the_otlp_walk_decodes_the_same(body: bytes) -> None:
 # --- whole requests of the simulator, the benchmark, the tests ------------------------------------
 
 def test_the_simulators_requests_decode_the_same() -> None:
-    from turnlens.sample_data.fast import build_templates, counted_requests
+    from turnlens.sample_data.bulk import build_templates, counted_requests
 
     templates = build_templates(spans_per_request=512, sessions=40, seed=3)
     bodies = [template.data for template in templates]
@@ -389,3 +389,51 @@ def test_escapes_at_every_offset_of_the_eight_byte_scan() -> None:
             attributes.append(s.kv(f"{at}{text}", text))
     table = assert_same(span_with(*attributes))[1]
     assert len(orjson.loads(table["attributes"][0].as_py())) == len(attributes)
+
+
+# --- what protobuf refuses, both refuse ------------------------------------------------------------
+
+def protobuf_refuses(body: bytes) -> bool:
+    """The official OTLP message parser's verdict (upb: lengths, varints, UTF-8 of every string)."""
+    try:
+        ExportTraceServiceRequest.FromString(body)
+    except DecodeError:
+        return True
+    return False
+
+
+def test_a_bool_attribute_cut_inside_its_varint_is_malformed_not_true() -> None:
+    body = span_with(s.kv("flag", True))
+    cut = body.replace(b"\x10\x01", b"\x10\x80", 1)  # the varint's continuation bit, then nothing
+    assert protobuf_refuses(cut)
+    assert assert_same(cut)[0] == "error"
+
+
+def test_a_rejected_spans_malformed_attribute_still_makes_the_request_malformed() -> None:
+    """Rejected spans' attributes are never converted, but protobuf parses them: no partial success."""
+    request = s.simple_request(2)
+    spans = request.resource_spans[0].scope_spans[0].spans
+    spans[0].trace_id = b"\x01" * 15  # rejected
+    spans[0].attributes.append(s.kv("k", "é"))
+    spans[0].links.add(trace_id=b"\x01" * 16, span_id=b"\x01" * 8).attributes.append(s.kv("l", "é"))
+    body = request.SerializeToString()
+    for at in (body.index("é".encode()), body.rindex("é".encode())):
+        corrupted = body[:at] + b"\xc3\x28" + body[at + 2 :]
+        assert protobuf_refuses(corrupted)
+        assert assert_same(corrupted)[0] == "error"
+
+
+def test_every_body_protobuf_refuses_is_refused() -> None:
+    """Seeded corruptions of the sample requests: where protobuf's parser says malformed, so do both."""
+    rng = random.Random(23)
+    bases = [s.full_request().SerializeToString(), s.simple_request(4).SerializeToString()]
+    refused = 0
+    for _ in range(3000):
+        body = bytearray(rng.choice(bases))
+        for _flip in range(rng.randint(1, 3)):
+            at = rng.randrange(len(body))
+            body[at] = rng.choice((rng.randrange(256), body[at] ^ 0x80, (body[at] + 1) & 0xFF))
+        if protobuf_refuses(bytes(body)):
+            refused += 1
+            assert assert_same(bytes(body))[0] == "error", bytes(body).hex()
+    assert refused > 100

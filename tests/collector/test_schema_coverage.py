@@ -10,7 +10,7 @@ import otlp_samples as s
 import pyarrow as pa
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
-from turnlens.collector.schema import SEGMENT_SCHEMA, UNSTORED_OTLP_FIELDS
+from turnlens.kernel.schema import SEGMENT_SCHEMA, UNSTORED_OTLP_FIELDS
 
 ATTRIBUTE_COLUMNS = ("attributes", "resource_attributes", "scope_attributes", "events.attributes",
                      "links.attributes")

@@ -9,13 +9,14 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from turnlens.collector.sdk_exporter import StoreSpanExporter
+from turnlens.queries.catalog import write_catalog
 
 
 def test_spans_from_the_sdk_are_in_the_store_after_shutdown(tmp_path: Path) -> None:
     store = tmp_path / "store"
     resource = Resource.create({"service.name": "inproc", "service.instance.id": "p1"})
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(StoreSpanExporter(store)))
+    provider.add_span_processor(BatchSpanProcessor(StoreSpanExporter(store, prepare_store=write_catalog)))
     tracer = provider.get_tracer("tests.sdk")
     for turn in range(3):
         with tracer.start_as_current_span("turn", attributes={"turnlens.turn.id": f"t{turn}"}):

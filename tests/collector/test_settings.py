@@ -54,3 +54,9 @@ def test_every_setting_has_a_flag_an_environment_variable_and_help(capsys: pytes
         assert cs.HELP.get(f.name), f.name
         flag = "--" + f.name.replace("_", "-")
         assert flag in help_text and cs.env_name(f.name) in help_text, flag
+
+
+@pytest.mark.parametrize("token", ["tökén", "two words", "tab\there"])
+def test_a_token_no_header_can_carry_is_refused_at_start_up(token: str) -> None:
+    with pytest.raises(ValueError, match="visible ASCII"):
+        cs.resolve(parse("--token", token), {})

@@ -154,7 +154,7 @@ def test_compaction_in_two_processes_while_readers_query(tmp_path: Path) -> None
     assert before == 40
 
     watching = Readers(store)
-    # The grace period must outlast the slowest query; on this shared 2-core machine one took 1.6 s.
+    # The grace period must outlast the slowest query; on a loaded 2-core machine one took 1.6 s.
     compactors = [start("compactor", store, "--grace", str(GRACE_S)) for _ in range(2)]
     merged = [finish(c).split() for c in compactors]
     assert sum(int(m[3]) for m in merged) == 40, "each segment is merged by exactly one compactor"

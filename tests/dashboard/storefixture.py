@@ -5,27 +5,22 @@ clean turn. Used where the simulator's sample is not available.
 
 from __future__ import annotations
 
-import itertools
-import json
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-from turnlens.collector import contract as c
-from turnlens.collector.schema import SEGMENT_SCHEMA
-from turnlens.queries.catalog import write_catalog
+from storebuilder import StoreBuilder
+from turnlens.kernel import contract as c
 
 T0_MS = 1_795_000_000_000  # 2026-11-18
-MS = 1_000_000
 CANCELLED = ("sess-incident", "turn-stop")
 CLEAN = ("sess-clean", "turn-ok")
 
 
-class _Builder:
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
-        self.ids = itertools.count(1)
+class _Turns:
+    """The scenario's spans with times in ms after each turn's start (`offset` ms after T0)."""
+
+    def __init__(self, store: Path) -> None:
+        self.builder = StoreBuilder(store)
 
     def span(
         self,
@@ -42,61 +37,12 @@ class _Builder:
         attrs: dict[str, Any] | None = None,
         offset: int = 0,
     ) -> None:
-        """Times are ms after the turn start (`offset` after T0); the node wall clock lags by `skew` ms."""
+        """The node's wall clock lags its HLC by `skew` ms."""
         base = T0_MS + offset
-        attributes = {
-            c.SESSION_ID: session,
-            c.TURN_ID: turn,
-            c.LAYER: layer,
-            c.HLC: c.pack_hlc(base + start, 0),
-            **(attrs or {}),
-        }
-        self.rows.append(
-            {
-                "trace_id": f"{abs(hash((session, turn))) % (1 << 64):032x}",
-                "span_id": f"{next(self.ids):016x}",
-                "parent_span_id": None,
-                "trace_state": None,
-                "flags": 1,
-                "name": name,
-                "kind": "internal",
-                "start_time_unix_nano": (base + start - skew) * MS,
-                "end_time_unix_nano": None if end is None else (base + end - skew) * MS,
-                "attributes": json.dumps(attributes),
-                "dropped_attributes_count": 0,
-                "events": [
-                    {
-                        "time_unix_nano": (base + at - skew) * MS,
-                        "name": ev,
-                        "attributes": json.dumps({c.HLC: c.pack_hlc(base + at, 0), **ev_attrs}),
-                        "dropped_attributes_count": 0,
-                        "hlc": c.pack_hlc(base + at, 0),
-                    }
-                    for ev, at, ev_attrs in events
-                ],
-                "dropped_events_count": 0,
-                "links": [],
-                "dropped_links_count": 0,
-                "status_code": "unset",
-                "status_message": None,
-                "resource_attributes": json.dumps(
-                    {c.SERVICE_NAME: f"agent-{layer}", c.SERVICE_INSTANCE_ID: node}
-                ),
-                "resource_dropped_attributes_count": 0,
-                "resource_schema_url": None,
-                "scope_name": "tests.dashboard",
-                "scope_version": None,
-                "scope_attributes": "{}",
-                "scope_dropped_attributes_count": 0,
-                "scope_schema_url": None,
-                "service_name": f"agent-{layer}",
-                "node": node,
-                "span_session_id": session,
-                "span_turn_id": turn,
-                "layer": layer,
-                "hlc": c.pack_hlc(base + start, 0),
-                "received_unix_nano": (base + (end or start)) * MS,
-            }
+        self.builder.span(
+            session, turn, layer, name, base + start, None if end is None else base + end,
+            node=node, skew_ms=skew, attributes=attrs, scope="tests.dashboard",
+            events=[(ev, base + at, ev_attrs) for ev, at, ev_attrs in events],
         )
 
 
@@ -125,7 +71,7 @@ def _search_call(call: str) -> dict[str, Any]:
 
 def build_store(store: Path) -> Path:
     """Writes the two turns and the catalog under `store`; returns the store folder."""
-    b = _Builder()
+    b = _Turns(store)
     s, t = CANCELLED
     call = _invoice_call("call-invoice-1")
     b.span(
@@ -270,12 +216,4 @@ def build_store(store: Path) -> Path:
         events=[(c.EV_TOOL_PREPARED, 110, call), (c.EV_TOOL_COMMITTED, 240, call)],
     )
 
-    segments = store / "segments"
-    (segments / "date=1970-01-01").mkdir(parents=True, exist_ok=True)
-    pq.write_table(SEGMENT_SCHEMA.empty_table(), segments / "date=1970-01-01" / "empty.parquet")
-    (segments / "date=2026-11-18").mkdir(parents=True, exist_ok=True)
-    pq.write_table(
-        pa.Table.from_pylist(b.rows, schema=SEGMENT_SCHEMA), segments / "date=2026-11-18" / "t-1.parquet"
-    )
-    write_catalog(store, str(segments / "*" / "*.parquet"))
-    return store
+    return b.builder.write()

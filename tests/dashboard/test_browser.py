@@ -56,7 +56,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def incident_turn(sample_store: Path) -> dict[str, str]:
-    """A turn of the sample with a cancelled-but-committed finding (the one DESIGN.md is about)."""
+    """A turn of the sample with a cancelled-but-committed finding (the one turnlens is about)."""
     con = catalog.connect(sample_store)
     try:
         for turn in data.run_named(con, "recent_turns", {"limit": 500}).itertuples():

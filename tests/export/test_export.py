@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest_values import T0
-from turnlens.dashboard import report
+from turnlens.export import report
 from turnlens.queries.catalog import connect
 
 OTHER_TURN = ("call-charge", "key-charge", "charge_card", "call-search", "key-search")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest_values import T0
-from turnlens.dashboard import report
+from turnlens.export import report
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [

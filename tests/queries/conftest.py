@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from turnlens.collector import contract as c
-from turnlens.collector.schema import SEGMENT_SCHEMA
+import storebuilder
+from storebuilder import write_store
+from turnlens.kernel import contract as c
 from turnlens.queries import catalog
 
 T0_MS = 1_795_000_000_000  # 2026-11-18, a whole second: every test time is an offset from it
-SEGMENTS_GLOB_PARTS = ("segments", "*", "*.parquet")
 _ids = itertools.count(1)
 
 
@@ -41,14 +38,7 @@ def event(name: str, at: float, *, hlc_at: float | tuple[float, int] | None = No
     packed = None
     if hlc_at is not None:
         packed = hlc(*hlc_at) if isinstance(hlc_at, tuple) else hlc(hlc_at)
-        attrs[c.HLC] = packed
-    return {
-        "time_unix_nano": ns(at),
-        "name": name,
-        "attributes": json.dumps(attrs),
-        "dropped_attributes_count": 0,
-        "hlc": packed,
-    }
+    return storebuilder.event_row(name, ns(at), attrs, packed)
 
 
 def span(
@@ -84,53 +74,26 @@ def span(
     if hlc_at is not None:
         packed = hlc(*hlc_at) if isinstance(hlc_at, tuple) else hlc(hlc_at)
         attributes[c.HLC] = packed
-    sid = span_id or f"sp{next(_ids)}"
-    span_session = attributes.get(c.SESSION_ID, attributes.get(c.GEN_AI_CONVERSATION_ID))
-    inferred = c.infer_layer(kind, attributes)
-    return {
-        "trace_id": trace_hex(trace),
-        "span_id": span_hex(sid),
-        "parent_span_id": span_hex(parent) if parent else None,
-        "trace_state": None,
-        "flags": 1,
-        "name": name,
-        "kind": kind,
-        "start_time_unix_nano": ns(start),
-        "end_time_unix_nano": ns(end) if end is not None else None,
-        "attributes": json.dumps(attributes),
-        "dropped_attributes_count": 0,
-        "events": events or [],
-        "dropped_events_count": 0,
-        "links": [
-            {
-                "trace_id": trace_hex(t),
-                "span_id": span_hex(s),
-                "trace_state": None,
-                "attributes": "{}",
-                "dropped_attributes_count": 0,
-                "flags": 1,
-            }
-            for t, s in (links or [])
-        ],
-        "dropped_links_count": 0,
-        "status_code": status,
-        "status_message": None,
-        "resource_attributes": json.dumps({c.SERVICE_NAME: service or node, c.SERVICE_INSTANCE_ID: node}),
-        "resource_dropped_attributes_count": 0,
-        "resource_schema_url": None,
-        "scope_name": "tests",
-        "scope_version": None,
-        "scope_attributes": "{}",
-        "scope_dropped_attributes_count": 0,
-        "scope_schema_url": None,
-        "service_name": service or node,
-        "node": node,
-        "span_session_id": span_session,
-        "span_turn_id": attributes.get(c.TURN_ID),
-        "layer": inferred,
-        "hlc": packed,
-        "received_unix_nano": ns(start) + received,
-    }
+    return storebuilder.span_row(
+        trace_id=trace_hex(trace),
+        span_id=span_hex(span_id or f"sp{next(_ids)}"),
+        parent_span_id=span_hex(parent) if parent else None,
+        name=name,
+        kind=kind,
+        start_ns=ns(start),
+        end_ns=ns(end) if end is not None else None,
+        attributes=attributes,
+        events=events or [],
+        links=[(trace_hex(t), span_hex(s)) for t, s in (links or [])],
+        status=status,
+        node=node,
+        service=service or node,
+        session=attributes.get(c.SESSION_ID, attributes.get(c.GEN_AI_CONVERSATION_ID)),
+        turn=attributes.get(c.TURN_ID),
+        layer=c.infer_layer(kind, attributes),
+        hlc=packed,
+        received_ns=ns(start) + received,
+    )
 
 
 def trace_hex(name: str) -> str:
@@ -141,29 +104,6 @@ def trace_hex(name: str) -> str:
 def span_hex(name: str) -> str:
     """A test's short span name as a 16-hex-digit span id."""
     return hashlib.md5(name.encode()).hexdigest()[:16]
-
-
-def write_store(
-    store_dir: Path,
-    rows: list[dict],
-    *,
-    registry_toml: str | None = None,
-    settings_toml: str | None = None,
-) -> Path:
-    """Writes rows as one segment plus the empty placeholder, then the catalog, as the collector would."""
-    empty = store_dir / "segments" / "date=1970-01-01" / "empty.parquet"
-    empty.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(SEGMENT_SCHEMA.empty_table(), empty)
-    if rows:
-        day = store_dir / "segments" / "date=2026-11-18"
-        day.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(rows, schema=SEGMENT_SCHEMA), day / "test-0.parquet")
-    if registry_toml is not None:
-        (store_dir / "tool_registry.toml").write_text(registry_toml)
-    if settings_toml is not None:
-        (store_dir / "settings.toml").write_text(settings_toml)
-    catalog.write_catalog(store_dir, str(store_dir.joinpath(*SEGMENTS_GLOB_PARTS)))
-    return store_dir
 
 
 @pytest.fixture(scope="session")
@@ -237,7 +177,7 @@ def contract_turn(
     acked: tuple[str, ...] = ("http", "stream", "runtime", "tool"),
     tokens_billed: int = 50,
 ) -> list[dict]:
-    """One turn of the contract as the seed articles want it: by default it completes with one
+    """One turn of the contract as its remedies want it: by default it completes with one
     speculative, approved, keyed, charged invoice and no finding at all. Each argument breaks one
     remedy. Every node's clock agrees, so HLC physical time equals wall time."""
     call = {

@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog
-from turnlens.queries.commands import segments_glob
 
 from turnlens.cli import main
 

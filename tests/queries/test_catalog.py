@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from turnlens.collector import contract as c
+from turnlens.kernel import contract as c
 from turnlens.queries import catalog, registry, settings
 
 PUBLIC_VIEWS = (

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize
-from turnlens.queries.commands import segments_glob
 
 from turnlens.cli import main
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from turnlens.collector import contract as c
+from turnlens.kernel import contract as c
 from turnlens.queries import catalog
 
 from turnlens.cli import main

@@ -1,4 +1,4 @@
-"""DESIGN.md's detector table applied in plain Python to the spans the simulator emitted, so the tests
+"""The detector table applied in plain Python to the spans the simulator emitted, so the tests
 can check the labels against the data itself rather than against the scenarios' intentions."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
-from turnlens.collector import contract as c
+from turnlens.kernel import contract as c
 
 SIDE_EFFECTING = ("button_reversible", "soft_irreversible", "hard_irreversible")
 REGISTRY = Path(__file__).resolve().parents[2] / "sample_data" / "tool_registry.toml"

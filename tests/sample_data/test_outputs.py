@@ -17,7 +17,7 @@ import orjson
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from turnlens.sample_data import otlp_json
-from turnlens.sample_data.fast import build_templates, counted_requests, request_stream
+from turnlens.sample_data.bulk import build_templates, counted_requests, request_stream
 from turnlens.sample_data.simulate import Simulation, to_request
 
 from turnlens.cli import main

@@ -1,4 +1,4 @@
-"""The simulator's promises: determinism, labels that follow DESIGN.md's table on the data it emitted,
+"""The simulator's promises: determinism, labels that follow the detector table on the data it emitted,
 the span contract, and the HLC's causality property across services."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from collections import Counter, defaultdict
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from turnlens.collector import contract as c
-from turnlens.sample_data.scenarios import FINDING_KINDS, SCENARIOS
+from turnlens.kernel import contract as c
+from turnlens.kernel.findings import FINDING_KINDS
+from turnlens.sample_data.scenarios import SCENARIOS
 from turnlens.sample_data.simulate import Simulation, parse_mix, to_request
 
 from .oracle import findings, turn_of_spans

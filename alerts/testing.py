@@ -34,8 +34,8 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-from turnlens.collector.contract import pack_hlc
-from turnlens.queries.alerting import AlertState, Rule, parse_rule, run_once
+from turnlens.alerts.alerting import AlertState, Rule, parse_rule, run_once
+from turnlens.kernel.contract import pack_hlc
 
 
 @dataclass

@@ -1,12 +1,13 @@
 """The turnlens span contract: public attribute and event names, layer inference and HLC packing.
 
 Everything that emits or reads turnlens spans (the simulator, the collector, the SQL views, users'
-instrumentation) takes these names from here; DESIGN.md is the prose version of this module.
+instrumentation) takes these names from here; docs/span-contract.md is the prose version of this module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, Final
 
 # --- resource -------------------------------------------------------------------------------------
@@ -101,6 +102,15 @@ def pack_hlc(physical_ms: int, logical: int) -> int:
 def unpack_hlc(packed: int) -> tuple[int, int]:
     """Returns `(physical_ms, logical)` of a packed HLC timestamp."""
     return packed >> HLC_LOGICAL_BITS, packed & HLC_LOGICAL_MASK
+
+
+def format_hlc(packed: int) -> str:
+    """A packed HLC as `2026-01-01T12:00:00.123Z+3`: the physical part in UTC, then the logical counter.
+
+    The one text form of an HLC, in the dashboard, the export and the alerts alike."""
+    physical, logical = unpack_hlc(packed)
+    stamp = datetime.fromtimestamp(physical / 1000, UTC).isoformat(timespec="milliseconds")
+    return f"{stamp.replace('+00:00', 'Z')}+{logical}"
 
 
 def infer_layer(span_kind: str, attributes: Mapping[str, Any]) -> str | None:

@@ -2,7 +2,7 @@
 
 Reviewers read it without turnlens: HTML carries its charts as inline SVG and nothing from the
 network; Markdown pastes into a ticket; JSON carries the same sections for machines. Data comes from
-the named queries in `queries/export/`; the swimlane is the dashboard's own chart (dashboard/charts.py).
+the named queries in `export/sql/`; the swimlane is the dashboard's own chart (dashboard/charts.py).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Any, Literal
 
 import duckdb
 import pandas as pd
-from turnlens.collector.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK, LAYERS
-from turnlens.queries.alerting import load_history
-from turnlens.queries.catalog import QUERIES_DIR, connect, execute_script
+from turnlens.alerts.alerting import load_history
+from turnlens.kernel.contract import LAYERS, format_hlc
+from turnlens.queries.catalog import connect, execute_script
 
 from turnlens import __version__
 
-EXPORT_SQL = QUERIES_DIR / "export"
+EXPORT_SQL = Path(__file__).resolve().parent / "sql"
 # Section key → (title, query file). Checked both ways against the folder by the tests.
 SECTIONS: dict[str, tuple[str, str]] = {
     "summary": ("Summary", "select_incident_summary.sql"),
@@ -50,13 +50,6 @@ class ExportError(ValueError):
 # --- values as a reviewer reads them ---------------------------------------------------------------
 
 
-def hlc_text(packed: int) -> str:
-    """A packed HLC as `2026-01-01T12:00:00.123Z+3` (physical time in UTC, then the logical counter)."""
-    physical, logical = packed >> HLC_LOGICAL_BITS, packed & HLC_LOGICAL_MASK
-    stamp = datetime.fromtimestamp(physical / 1000, UTC).isoformat(timespec="milliseconds")
-    return f"{stamp.replace('+00:00', 'Z')}+{logical}"
-
-
 def utc_text(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
@@ -76,7 +69,7 @@ def display(column: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int) and _is_hlc(column) and value > 0:
-        return hlc_text(value)
+        return format_hlc(value)
     if isinstance(value, int) and _is_ns(column) and value > 0:
         return utc_text(value)
     if isinstance(value, datetime):
@@ -613,7 +606,7 @@ def render_json(incident: Incident) -> str:
                 value = row.get(c)
                 if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                     if _is_hlc(c):
-                        record[f"{c}_text"] = hlc_text(value)
+                        record[f"{c}_text"] = format_hlc(value)
                     elif _is_ns(c):
                         record[f"{c}_utc"] = utc_text(value)
             out.append(record)

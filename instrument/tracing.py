@@ -23,8 +23,8 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import Span
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from turnlens.collector import contract as c
-from turnlens.collector.hlc import HybridLogicalClock
+from turnlens.kernel import contract as c
+from turnlens.kernel.hlc import HybridLogicalClock
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class HLCSpanProcessor(SpanProcessor):
 
 
 def idempotency_key(tool_name: str, arguments: Mapping[str, Any], user: str, turn_nonce: str) -> str:
-    """The key DESIGN.md prescribes, made at prepare time: tool name, parsed arguments, user and a
+    """The key the span contract prescribes, made at prepare time: tool name, parsed arguments, user and a
     per-turn nonce, so a retry inside the turn de-duplicates and a deliberate re-issue does not."""
     payload = orjson.dumps([tool_name, arguments, user, turn_nonce], option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(payload).hexdigest()[:32]

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from turnlens.collector.contract import HLC_LOGICAL_MASK, pack_hlc, unpack_hlc
+from turnlens.kernel.contract import HLC_LOGICAL_MASK, pack_hlc, unpack_hlc
 
 DEFAULT_MAX_OFFSET_MS = 500  # CockroachDB's default --max-offset
 

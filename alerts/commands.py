@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
-from turnlens.queries import alerting
-from turnlens.queries.alert_testing import run_test_file
+from turnlens.alerts import alerting
+from turnlens.alerts.testing import run_test_file
+from turnlens.kernel import durations
 from turnlens.queries.catalog import CATALOG_FILE, connect
 
 
@@ -61,8 +62,8 @@ def _schedule(args: argparse.Namespace, every: timedelta | None) -> Iterator[dat
     """Evaluation times: one (`--at` or now); `--at … --until … --every` steps a replay without
     waiting; `--every` alone follows the wall clock, sleeping between runs."""
     if args.at:
-        at = alerting.parse_time(args.at)
-        until = alerting.parse_time(args.until) if args.until else at
+        at = durations.parse_time(args.at)
+        until = durations.parse_time(args.until) if args.until else at
         step = every or timedelta(minutes=1)
         while at <= until:
             yield at
@@ -81,7 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         targets = args.notify or ["stdout"]
         for target in targets:
             alerting.check_target(target)
-        every = alerting.parse_duration(args.every) if args.every else None
+        every = durations.parse_duration(args.every) if args.every else None
         if args.until and not args.at:
             raise ValueError("--until needs --at")
         rules = alerting.load_rules(args.rules)
@@ -116,7 +117,7 @@ def _evaluate(
     resend: timedelta,
 ) -> int:
     """One evaluation: rules, state saved, history appended, every target told. Returns the exit code."""
-    if state.evaluated_at and at < alerting.parse_time(state.evaluated_at):
+    if state.evaluated_at and at < durations.parse_time(state.evaluated_at):
         print(
             f"turnlens alerts: {state_path} was last evaluated at {state.evaluated_at}, after "
             f"{alerting.iso(at)}; replay with --state pointing at another file",
@@ -186,9 +187,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         labels = ", ".join(f"{k}={v}" for k, v in rule.labels.items())
         if args.markdown:
             print(
-                f"| `{rule.name}` | {rule.severity} | {labels} | {alerting.format_duration(rule.for_)} "
+                f"| `{rule.name}` | {rule.severity} | {labels} | {durations.format_duration(rule.for_)} "
                 f"| {rule.grain} |"
             )
         else:
-            print(f"{rule.name:34} {rule.severity:8} {alerting.format_duration(rule.for_):>4}  {rule.grain}")
+            print(f"{rule.name:34} {rule.severity:8} {durations.format_duration(rule.for_):>4}  {rule.grain}")
     return 0

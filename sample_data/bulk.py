@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from turnlens.collector import contract as c
+from turnlens.kernel import contract as c
 from turnlens.sample_data.simulate import Simulation, to_request
 
 _BINARY_ID_TAGS = (b"\x0a\x10", b"\x12\x08", b"\x22\x08")  # trace_id, span_id / link span_id, parent_span_id

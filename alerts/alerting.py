@@ -1,6 +1,6 @@
 """Evaluates the alert rule files at a given time, keeps each alert's state in the store, and notifies.
 
-A rule is a SQL file in `queries/alerts/` returning one row per firing instance (its labels); this
+A rule is a SQL file in `alerts/rules/` returning one row per firing instance (its labels); this
 module reads its header, runs it with the evaluation time bound as a parameter, moves every alert
 through pending → firing → resolved (honouring `for` across runs, fingerprinted by labels) and tells
 the notifiers only what changed, except Alertmanager, which expects firing alerts to be re-sent.
@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import duckdb
-from turnlens.collector.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK
+from turnlens.kernel import layout
+from turnlens.kernel.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK
+from turnlens.kernel.durations import parse_duration, parse_time
 from turnlens.queries.catalog import CatalogError, load_views, read_order
 
-ALERTS_DIR = Path(__file__).resolve().parent / "alerts"
-STATE_FOLDER = "alerts"  # DIR/alerts/ of the store, beside the segments, never inside the catalog
+ALERTS_DIR = Path(__file__).resolve().parent / "rules"
+STATE_FOLDER = layout.ALERTS_DIR  # DIR/alerts/ of the store, beside the segments, never inside the catalog
 STATE_FILE = "state.json"
 HISTORY_FILE = "history.jsonl"  # every firing/resolved transition, read by the incident export
 SEVERITIES = ("critical", "warning", "info")
@@ -42,8 +44,6 @@ _HEADER_KEY = re.compile(r"^--\s?(\w+):\s?(.*)$")
 _CONTINUATION = re.compile(r"^--\s{3,}(.*)$")
 _PARAM = re.compile(r"\$(\w+)")
 _TEMPLATE = re.compile(r"\{(\w+)\}")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _IDENTIFIER = re.compile(r"\b([a-z_][a-z0-9_]*)\b")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
@@ -53,32 +53,6 @@ class RuleError(Exception):
 
 
 # --- rules ----------------------------------------------------------------------------------------
-
-
-def parse_duration(text: str) -> timedelta:
-    """`90s`, `5m`, `1h30m`, `0s` → timedelta; anything else is an error."""
-    text = text.strip()
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 30s, 5m, 1h30m)")
-    return timedelta(seconds=sum(float(n) * _DURATION_UNITS[u] for n, u in parts))
-
-
-def format_duration(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    if seconds and seconds % 3600 == 0:
-        return f"{seconds // 3600}h"
-    if seconds and seconds % 60 == 0:
-        return f"{seconds // 60}m"
-    return f"{seconds}s"
-
-
-def parse_time(text: str) -> datetime:
-    """An ISO-8601 time; a time without an offset is taken as UTC. Returned in UTC."""
-    moment = datetime.fromisoformat(text.strip())
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 def iso(moment: datetime) -> str:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import duckdb
-from turnlens.queries.alerting import parse_time
+from turnlens.kernel.durations import parse_time
 
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}
 
@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from turnlens.dashboard.report import ExportError, export_incident  # imports Altair only when used
+    from turnlens.export.report import ExportError, export_incident  # imports Altair only when used
 
     if bool(args.session) == bool(args.start or args.end):
         print("turnlens export: give --session S [--turn T], or --from T1 --to T2", file=sys.stderr)

@@ -1,0 +1,1 @@
+"""Alert rules over the store's views, evaluated on a schedule, and their notifiers."""

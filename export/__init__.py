@@ -1,0 +1,1 @@
+"""The incident export: one turn's timeline, findings and ledger as HTML, Markdown or JSON."""
