@@ -12,7 +12,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml setup.py collector/_otlp_wire.pyx
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,frameworks]'
 	touch $(STAMP)
 
 # Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).

@@ -23,15 +23,22 @@ def _icon() -> Image.Image:
 
 st.set_page_config(page_title="turnlens", page_icon=_icon(), layout="wide")
 
+
+OVERVIEW = st.Page(
+    PAGES_DIR / "overview.py", title="Overview", icon=":material/monitoring:", url_path="overview"
+)
+
+
+def _open_overview() -> None:
+    """The app's root: switches to the Overview, keeping the query (`/?range=1h` → `/overview?range=1h`)."""
+    st.switch_page(OVERVIEW, query_params=st.query_params.to_dict())
+
+
 pages = {
     "Incident review": [
-        st.Page(
-            PAGES_DIR / "overview.py",
-            title="Overview",
-            icon=":material/monitoring:",
-            url_path="overview",
-            default=True,
-        ),
+        # The root opens the Overview at `/overview`: a default page's own path would read "Page not found".
+        st.Page(_open_overview, title="turnlens", url_path="home", default=True, visibility="hidden"),
+        OVERVIEW,
         st.Page(PAGES_DIR / "turns.py", title="Turns", icon=":material/list:", url_path="turns"),
         st.Page(
             PAGES_DIR / "turn_detail.py", title="Turn detail", icon=":material/timeline:", url_path="turn"
@@ -81,7 +88,9 @@ if every:
 
 st.session_state["_retry_armed"] = False  # a retry is armed again only by a page that fails this run
 try:
-    page.run()
+    with st.spinner(f"Loading {page.title} …", show_time=True):  # a cold page can take a while on a big store
+        filters.notice_area(page.url_path)
+        page.run()
 except data.StoreNotReady as exc:
     st.warning(str(exc), icon=":material/hourglass_empty:")
 except Exception as exc:  # noqa: BLE001 - any failure becomes a sentence and a retry, never a traceback

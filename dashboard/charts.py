@@ -10,198 +10,23 @@ from __future__ import annotations
 from typing import Literal
 
 import altair as alt
-import numpy as np
 import pandas as pd
+from turnlens.export.timeline import (  # the turn's timeline, shared with the export
+    CANCEL,
+    CANCEL_STEP,
+    COMMIT,
+    COMMIT_AFTER_STOP,
+    COMPENSATION,
+    FAILURE,
+    LANES,
+    MARK_COLORS,
+    MARK_KINDS,
+    MARK_SHAPES,
+    SVG,
+    action_window,
+    timeline_frame,
+)
 from turnlens.kernel import contract
-
-LANES = [*contract.LAYERS, "unknown"]
-
-# What a mark on the swimlane is; the order is the legend's.
-CANCEL = "cancel requested"
-COMMIT_AFTER_STOP = "committed after the stop"
-COMMIT = "committed"
-CANCEL_STEP = "cancel received / acked"
-COMPENSATION = "compensated / discarded"
-FAILURE = "failed"
-OTHER = "other event"
-MARK_KINDS = [CANCEL, COMMIT_AFTER_STOP, COMMIT, CANCEL_STEP, COMPENSATION, FAILURE, OTHER]
-MARK_COLORS = ["#d62728", "#b10dc9", "#ff7f0e", "#e377c2", "#2ca02c", "#8c564b", "#7f7f7f"]
-MARK_SHAPES = ["triangle-down", "diamond", "diamond", "triangle-up", "square", "cross", "circle"]
-
-_COMMITS = {contract.EV_TOOL_COMMITTED, contract.EV_THIRD_PARTY_ACK}
-_CANCEL_STEPS = {contract.EV_CANCEL_RECEIVED, contract.EV_CANCEL_ACKNOWLEDGED}
-_UNDO = {contract.EV_TOOL_COMPENSATED, contract.EV_TOOL_DISCARDED}
-_FAILURES = {contract.EV_TOOL_FAILED, contract.EV_TOOL_COMPENSATION_FAILED}
-_WALL_CLOCK_RESOLUTION_NS = 1_000_000  # clock_resolution_ms: an inversion is a contradiction beyond 1 ms
-
-
-def _hlc_ms(hlc: pd.Series) -> pd.Series:
-    return (hlc.astype("Int64") // (1 << contract.HLC_LOGICAL_BITS)).astype("Float64")
-
-
-def timeline_frame(events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc") -> pd.DataFrame:
-    """The swimlane's rows: `turn_timeline` rows plus position, mark kind and the inversion flag.
-
-    Needs the columns `name`, `layer`, `hlc` and `wall_ns`; uses `step`, `order_hlc`, `node`,
-    `tool_name`, `span_name` when present (the columns of `turn_timeline`). Events without an HLC are
-    placed by wall clock in either order.
-    """
-    frame = events.copy().reset_index(drop=True)
-    for column in ("node", "tool_name", "span_name", "step"):
-        if column not in frame:
-            frame[column] = None
-    if "order_hlc" in frame:  # turn_events derives an HLC for rows that carry none; sort on it like the views
-        frame["hlc"] = frame["order_hlc"].where(frame["order_hlc"].notna(), frame["hlc"])
-    frame["event"] = frame["step"].where(frame["step"].notna(), frame["name"])
-    frame["lane"] = frame["layer"].where(frame["layer"].isin(contract.LAYERS), "unknown")
-    wall_ms = frame["wall_ns"].astype("Float64") / 1e6
-    hlc_ms = _hlc_ms(frame["hlc"]).fillna(wall_ms)
-    position = hlc_ms if order == "hlc" else wall_ms
-    frame["t_ms"] = (position - position.min()).astype(float)
-    frame["hlc_physical_ms"] = hlc_ms
-    frame["hlc_logical"] = (frame["hlc"].astype("Int64") % (1 << contract.HLC_LOGICAL_BITS)).astype("Int64")
-    frame["wall_utc"] = pd.to_datetime(frame["wall_ns"], unit="ns", utc=True).dt.strftime("%H:%M:%S.%f")
-
-    # Inversions: an event whose wall clock is earlier, beyond the resolution, than an event before it by HLC.
-    by_hlc = frame.assign(_key=frame["hlc"].astype("Float64").fillna(frame["wall_ns"].astype("Float64")))
-    by_hlc = by_hlc.sort_values(["_key", "wall_ns"], kind="stable")
-    previous_max = by_hlc["wall_ns"].astype("float64").cummax().shift(1)
-    inverted = (previous_max - by_hlc["wall_ns"].astype("float64")) > _WALL_CLOCK_RESOLUTION_NS
-    frame["inverted"] = inverted.reindex(frame.index).fillna(False).astype(bool)
-    frame["order_in_hlc"] = pd.Series(np.arange(1, len(by_hlc) + 1), index=by_hlc.index).reindex(frame.index)
-
-    cancels = frame.loc[frame["event"] == contract.EV_CANCEL_REQUESTED, "hlc_physical_ms"]
-    first_cancel = cancels.min() if len(cancels) else None
-    kinds = []
-    for name, at in zip(frame["event"], frame["hlc_physical_ms"], strict=True):
-        if name == contract.EV_CANCEL_REQUESTED:
-            kinds.append(CANCEL)
-        elif name in _COMMITS:
-            late = first_cancel is not None and pd.notna(at) and at > first_cancel
-            kinds.append(COMMIT_AFTER_STOP if late else COMMIT)
-        elif name in _CANCEL_STEPS:
-            kinds.append(CANCEL_STEP)
-        elif name in _UNDO:
-            kinds.append(COMPENSATION)
-        elif name in _FAILURES:
-            kinds.append(FAILURE)
-        else:
-            kinds.append(OTHER)
-    frame["mark"] = kinds
-    source = frame["source"] if "source" in frame else pd.Series("event", index=frame.index)
-    frame["is_span_edge"] = source.isin(["span_start", "span_end"]).to_numpy()
-    return frame
-
-
-def swimlane_height(events: pd.DataFrame) -> int:
-    """The swimlane's plot height in pixels: 46 a lane (callers that size the frame need it too)."""
-    lanes = {lane for lane in events["layer"]} if len(events) else set()
-    return max(140, 46 * len(lanes))
-
-
-_ACTION_PREFIXES = ("tool.", "cancel.", "third_party.", "approval.", "billing.", "transcript.", "partial.")
-
-
-def action_window(frame: pd.DataFrame) -> tuple[float, float] | None:
-    """The stretch of a turn where tool calls and the cancel happen (`t_ms` of timeline_frame), padded;
-    None when the turn has neither or they already span most of it."""
-    action = frame.loc[frame["event"].fillna("").str.startswith(_ACTION_PREFIXES), "t_ms"]
-    if action.empty:
-        return None
-    start, end, whole = float(action.min()), float(action.max()), float(frame["t_ms"].max())
-    pad = max(50.0, (end - start) * 0.08)
-    if whole <= 0 or (end - start + 2 * pad) > 0.6 * whole:
-        return None
-    return max(0.0, start - pad), min(whole, end + pad)
-
-
-def swimlane(
-    events: pd.DataFrame,
-    *,
-    order: Literal["hlc", "wall_clock"] = "hlc",
-    width: int | str = "container",
-    window: tuple[float, float] | None = None,
-) -> alt.LayerChart:
-    """One lane per layer, events placed by HLC (or wall clock), the stop and every commit marked.
-
-    A red rule marks the first `cancel.requested`; commits after it are purple diamonds, so
-    "committed after the stop" reads at a glance; events whose wall clock contradicts their HLC
-    order carry a black ring. `window` (ms since the turn's first event) shows only that stretch;
-    `action_window` gives the one around the tool calls and the stop.
-    """
-    frame = timeline_frame(events, order=order)
-    axis_title = "ms since the turn's first event, by " + ("HLC" if order == "hlc" else "wall clock")
-    lanes = [lane for lane in LANES if lane in set(frame["lane"])] or LANES
-    if window is not None:
-        frame = frame[(frame["t_ms"] >= window[0]) & (frame["t_ms"] <= window[1])]
-        axis_title += f" (showing {window[0]:,.0f}–{window[1]:,.0f} ms)"
-    x_scale = alt.Scale(domain=list(window), zero=False) if window else alt.Scale(zero=False)
-    x = alt.X("t_ms:Q", title=axis_title, scale=x_scale)
-    y = alt.Y("lane:N", sort=lanes, title=None, axis=alt.Axis(labelFontSize=13, labelFontWeight="bold"))
-    tooltip = [
-        alt.Tooltip("event:N", title="event"),
-        alt.Tooltip("lane:N", title="layer"),
-        alt.Tooltip("node:N"),
-        alt.Tooltip("tool_name:N", title="tool"),
-        alt.Tooltip("span_name:N", title="span"),
-        alt.Tooltip("hlc_physical_ms:Q", title="HLC ms", format="d"),
-        alt.Tooltip("hlc_logical:Q", title="HLC logical"),
-        alt.Tooltip("wall_utc:N", title="wall clock (UTC)"),
-        alt.Tooltip("order_in_hlc:Q", title="# in HLC order"),
-        alt.Tooltip("inverted:N", title="clock inversion"),
-    ]
-    base = alt.Chart(frame)
-    lanes_band = (
-        alt.Chart(pd.DataFrame({"lane": lanes}))
-        .mark_rule(color="#e6e6e6", strokeWidth=18, opacity=0.6)
-        .encode(y=y)
-    )
-    points = base.mark_point(filled=True).encode(
-        x=x,
-        y=y,
-        color=alt.Color("mark:N", scale=alt.Scale(domain=MARK_KINDS, range=MARK_COLORS), title="event"),
-        shape=alt.Shape("mark:N", scale=alt.Scale(domain=MARK_KINDS, range=MARK_SHAPES), title="event"),
-        size=alt.condition(alt.datum.is_span_edge, alt.value(45), alt.value(150)),
-        opacity=alt.condition(alt.datum.is_span_edge, alt.value(0.45), alt.value(0.95)),
-        tooltip=tooltip,
-    )
-    rings = (
-        base.transform_filter(alt.datum.inverted)
-        .mark_point(size=420, color="black", strokeWidth=1.5, filled=False)
-        .encode(x=x, y=y, tooltip=tooltip)
-    )
-    layers: list[alt.Chart] = [lanes_band, points, rings]
-    cancel = frame[frame["mark"] == CANCEL]
-    if len(cancel):
-        stop = cancel.nsmallest(1, "t_ms").assign(label="stop pressed")
-        rule = alt.Chart(stop).mark_rule(color="#d62728", strokeDash=[6, 4], strokeWidth=2).encode(x=x)
-        label = (
-            alt.Chart(stop)
-            .mark_text(color="#d62728", align="left", dx=4, dy=-6, fontWeight="bold")
-            .encode(x=x, y=alt.value(0), text="label:N")
-        )
-        layers = [lanes_band, rule, label, points, rings]
-    return (
-        alt.layer(*layers)
-        .properties(width=width, height=swimlane_height(events))
-        .configure_legend(orient="bottom", columns=4)
-        .interactive(bind_y=False)
-    )
-
-
-def findings_over_time(findings: pd.DataFrame) -> alt.Chart:
-    """Stacked bars of findings per time bucket and kind; needs `bucket` (datetime), `kind`, `findings`."""
-    return (
-        alt.Chart(findings)
-        .mark_bar()
-        .encode(
-            x=alt.X("bucket:T", title=None),
-            y=alt.Y("findings:Q", title="findings"),
-            color=alt.Color("kind:N", title="kind", scale=alt.Scale(scheme="tableau20")),
-            tooltip=["bucket:T", "kind:N", "findings:Q"],
-        )
-        .properties(height=260, width="container")
-    )
 
 
 def skew_by_node(skew: pd.DataFrame, *, tolerance_ms: float) -> alt.LayerChart:
@@ -269,7 +94,8 @@ def verdict_matrix(verdicts: pd.DataFrame) -> alt.LayerChart:
 def cancel_latency(
     acks: pd.DataFrame, *, objective_ms: float = 100.0, page_ms: float = 500.0
 ) -> alt.LayerChart:
-    """Cancel-to-ack latency of each cancelled turn; needs `requested_at` (datetime), `cancel_to_ack_ms`."""
+    """Cancel-to-ack latency of each cancelled turn; needs `requested_at` (datetime), `cancel_to_ack_ms`,
+    `session_id` and `turn_id` (a click selects the turn: the selection parameter `turn`)."""
     points = (
         alt.Chart(acks)
         .mark_circle(size=40, opacity=0.7)
@@ -281,6 +107,9 @@ def cancel_latency(
             ),
             tooltip=[c for c in ("session_id", "turn_id", "origin", "cancel_to_ack_ms") if c in acks],
         )
+        .add_params(
+            alt.selection_point(name="turn", fields=["session_id", "turn_id"], on="click", empty=False)
+        )
     )
     lines = pd.DataFrame({"ms": [objective_ms, page_ms], "line": ["P95 objective", "P99 page"]})
     rules = (
@@ -288,4 +117,390 @@ def cancel_latency(
         .mark_rule(strokeDash=[4, 4], color="#999")
         .encode(y="ms:Q", tooltip=["line:N", "ms:Q"])
     )
-    return alt.LayerChart(layer=[points, rules], height=260, width="container")
+    return alt.LayerChart(layer=[points, rules], height=260, width="container", usermeta=SVG)
+
+
+# --- the waterfall: spans as bars, nested under their parents -----------------------------------------------
+
+LAYER_COLORS = ["#4c78a8", "#72b7b2", "#54a24b", "#f58518", "#9d755d", "#b279a2", "#bab0ac"]
+_INDENT = "\u00b7\u00a0\u00a0"  # one level of nesting: SVG collapses plain spaces, so a dot marks it
+LABEL_WIDTH = 260  # px of span names left of the bars; the token line's axis takes as much, so times align
+# Step events drawn on their span's row; progress events are folded into the token line instead.
+_WATERFALL_MARKS = [CANCEL, COMMIT_AFTER_STOP, COMMIT, CANCEL_STEP, COMPENSATION, FAILURE]
+
+
+def _span_order(spans: pd.DataFrame) -> list[tuple[str, int]]:
+    """(span_id, depth) depth-first, children by start time; a span whose parent is elsewhere is a root."""
+    ids = set(spans["span_id"])
+    children: dict[str | None, list[str]] = {}
+    ordered = spans.sort_values(["start_ms", "span_id"], kind="stable")
+    for span_id, parent in zip(ordered["span_id"], ordered["parent_span_id"], strict=True):
+        key = parent if isinstance(parent, str) and parent in ids else None
+        children.setdefault(key, []).append(span_id)
+    out: list[tuple[str, int]] = []
+    stack = [(span_id, 0) for span_id in reversed(children.get(None, []))]
+    while stack:
+        span_id, depth = stack.pop()
+        out.append((span_id, depth))
+        stack.extend((child, depth + 1) for child in reversed(children.get(span_id, [])))
+    return out
+
+
+def waterfall_frame(
+    events: pd.DataFrame, spans: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(bars, marks): one bar per span placed like the timeline's events, and the step events on their span.
+
+    `events` are `turn_timeline` rows (span starts, ends and events), `spans` the turn_spans rows (for the
+    parent of each span). A span that never ended runs to the turn's last event and says so.
+    """
+    timeline = timeline_frame(events, order=order)
+    edges = (
+        timeline[timeline["source"].isin(["span_start", "span_end"])] if "source" in timeline else timeline
+    )
+    starts = edges[edges["source"] == "span_start"].groupby("span_id")["at_ms"].min()
+    ends = edges[edges["source"] == "span_end"].groupby("span_id")["at_ms"].max()
+    last = float(timeline["at_ms"].max()) if len(timeline) else 0.0
+    bars = spans[["span_id", "parent_span_id", "name", "layer", "node", "status_code"]].copy()
+    bars["start_ms"] = bars["span_id"].map(starts).astype(float)
+    bars = bars[bars["start_ms"].notna()].copy()
+    bars["open"] = bars["span_id"].map(ends).isna()
+    bars["end_ms"] = bars["span_id"].map(ends).astype(float).fillna(last)
+    bars["duration_ms"] = bars["end_ms"] - bars["start_ms"]
+    depth = dict(_span_order(bars))
+    rank = {span_id: i for i, (span_id, _) in enumerate(_span_order(bars))}
+    bars["depth"] = bars["span_id"].map(depth)
+    bars["row"] = bars["span_id"].map(rank)
+    bars = bars.sort_values("row").reset_index(drop=True)
+    bars["label"] = [
+        (f"{_INDENT * (int(d) - 1)}└ " if d else "") + name + (f" #{i + 1}" if i else "")
+        for d, name, i in zip(bars["depth"], bars["name"], bars.groupby("name").cumcount(), strict=True)
+    ]
+    bars["lane"] = bars["layer"].where(bars["layer"].isin(contract.LAYERS), "unknown")
+    bars["duration"] = [
+        ("running " if still_open else "") + _duration_text(ms)
+        for ms, still_open in zip(bars["duration_ms"], bars["open"], strict=True)
+    ]
+    bars["start_utc"] = _utc_text(bars["start_ms"])
+    labels = dict(zip(bars["span_id"], bars["label"], strict=True))
+    marks = timeline[timeline["mark"].isin(_WATERFALL_MARKS) & timeline["span_id"].isin(labels)].copy()
+    marks["label"] = marks["span_id"].map(labels)
+    marks["at_utc"] = _utc_text(marks["at_ms"])
+    tool = marks["tool_name"].where(marks["tool_name"].notna(), "")
+    marks["caption"] = [
+        f"{name} {verb}".strip() if kind in (COMMIT, COMMIT_AFTER_STOP) else ""
+        for name, verb, kind in zip(
+            tool, marks["event"].str.replace("tool.", "", regex=False), marks["mark"], strict=True
+        )
+    ]
+    return bars, marks.reset_index(drop=True)
+
+
+def _time_axis() -> alt.Axis:
+    """Unix ms shown as UTC times of day with milliseconds; quantitative, so ticks stay even when zoomed."""
+    return alt.Axis(
+        labelExpr="utcFormat(datum.value, '%H:%M:%S.%L')",
+        labelAngle=0,
+        grid=True,
+        tickCount=8,
+        labelOverlap=True,
+    )
+
+
+def _duration_text(ms: float) -> str:
+    return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
+
+
+def _utc_text(ms: pd.Series) -> pd.Series:
+    return pd.to_datetime(ms, unit="ms", utc=True).dt.strftime("%H:%M:%S.%f").str[:-3]
+
+
+def stop_window(
+    events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc"
+) -> tuple[float, float] | None:
+    """The default view of a turn, Unix ms: the stretch around the tool calls and the stop (action_window)."""
+    frame = timeline_frame(events, order=order)
+    window = action_window(frame)
+    if window is None or not len(frame):
+        return None
+    base = float(frame["at_ms"].min())
+    return base + window[0], base + window[1]
+
+
+def waterfall(
+    bars: pd.DataFrame,
+    marks: pd.DataFrame,
+    *,
+    window: tuple[float, float] | None = None,
+    width: int | str = "container",
+) -> alt.LayerChart:
+    """Spans as bars on the turn's clock (HLC by default), nested under their parents, durations beside them.
+
+    The stop is a red dashed rule across every span; commits are diamonds on their tool's row, captioned
+    with the tool's name, purple when they landed after the stop. Drag to pan, scroll to zoom; `window`
+    (Unix ms) is the initial view. A click on a bar selects the span (the selection parameter `span`).
+    `token_line` draws the tokens streamed under it on the same axis.
+    """
+    rows = list(bars["label"])
+    domain = [float(window[0]), float(window[1])] if window else alt.Undefined
+    scale = alt.Scale(domain=domain, zero=False, nice=False)
+    x = alt.X("start_ms:Q", title="time (UTC) on the turn's clock", scale=scale, axis=_time_axis())
+    y = alt.Y(
+        "label:N",
+        sort=rows,
+        title=None,
+        axis=alt.Axis(
+            labelLimit=LABEL_WIDTH,
+            labelFontSize=12,
+            labelAlign="left",
+            labelPadding=LABEL_WIDTH,
+            labelOverlap=False,
+        ),
+    )
+    picked = alt.selection_point(name="span", fields=["span_id"], on="click", empty=False)
+    zoom = alt.selection_interval(name="zoom", bind="scales", encodings=["x"])
+    tooltip = [
+        alt.Tooltip("name:N", title="span"),
+        alt.Tooltip("lane:N", title="layer"),
+        alt.Tooltip("node:N"),
+        alt.Tooltip("start_utc:N", title="start (UTC)"),
+        alt.Tooltip("duration:N"),
+        alt.Tooltip("status_code:N", title="status"),
+    ]
+    span_bars = (
+        alt.Chart(bars)
+        .mark_bar(height=14, cornerRadius=2, clip=True)
+        .encode(
+            x=x,
+            x2="end_ms:Q",
+            y=y,
+            color=alt.Color("lane:N", scale=alt.Scale(domain=LANES, range=LAYER_COLORS), title="layer"),
+            opacity=alt.condition(picked, alt.value(1.0), alt.value(0.75)),
+            stroke=alt.condition(picked, alt.value("#111"), alt.value(None)),
+            strokeWidth=alt.condition(picked, alt.value(2), alt.value(0)),
+            tooltip=tooltip,
+        )
+        .add_params(picked, zoom)
+    )
+    durations = (
+        alt.Chart(bars)
+        .mark_text(align="left", dx=4, fontSize=11, color="#444", clip=True)
+        .encode(x=alt.X("end_ms:Q"), y=y, text="duration:N")
+    )
+    mark_tooltip = [
+        alt.Tooltip("event:N"),
+        alt.Tooltip("tool_name:N", title="tool"),
+        alt.Tooltip("at_utc:N", title="at (UTC)"),
+        alt.Tooltip("node:N"),
+    ]
+    at = alt.X("at_ms:Q")
+    step_marks = (
+        alt.Chart(marks)
+        .mark_point(filled=True, size=130, stroke="white", strokeWidth=1, clip=True)
+        .encode(
+            x=at,
+            y=y,
+            fill=alt.Fill("mark:N", scale=alt.Scale(domain=MARK_KINDS, range=MARK_COLORS), title="event"),
+            shape=alt.Shape("mark:N", scale=alt.Scale(domain=MARK_KINDS, range=MARK_SHAPES), title="event"),
+            tooltip=mark_tooltip,
+        )
+    )
+    captions = (
+        alt.Chart(marks[marks["caption"] != ""])
+        .mark_text(align="left", dx=8, dy=-10, fontSize=11, fontWeight="bold", color="#6a1b9a", clip=True)
+        .encode(x=at, y=y, text="caption:N")
+    )
+    layers: list[alt.Chart] = [span_bars, durations, step_marks, captions]
+    stop = marks[marks["mark"] == CANCEL].nsmallest(1, "at_ms").assign(text="stop pressed")
+    if len(stop):
+        rule = alt.Chart(stop).mark_rule(color="#d62728", strokeDash=[6, 4], strokeWidth=2, clip=True)
+        rule = rule.encode(x=at)
+        label = (
+            alt.Chart(stop)
+            .mark_text(color="#d62728", align="left", dx=4, dy=-6, fontWeight="bold", clip=True)
+            .encode(x=at, y=alt.value(0), text="text:N")
+        )
+        layers[1:1] = [rule, label]
+    chart = alt.layer(*layers).properties(
+        height=waterfall_height(bars),
+        width=width,
+        usermeta=SVG,
+    )
+    return chart.configure_legend(orient="bottom", columns=4, labelLimit=220).configure_axisY(
+        minExtent=LABEL_WIDTH, maxExtent=LABEL_WIDTH
+    )
+
+
+def waterfall_height(bars: pd.DataFrame) -> int:
+    """24 px a span, so a span name lines up with its bar however many there are."""
+    return max(120, 24 * len(bars))
+
+
+def token_frame(events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc") -> pd.DataFrame:
+    """`at_ms`, `tokens`: the tokens streamed so far at each `stream.progress` event, folded into one line."""
+    frame = timeline_frame(events, order=order)
+    if "stream_tokens" not in events:
+        return pd.DataFrame({"at_ms": [], "tokens": []})
+    frame["tokens"] = events["stream_tokens"].to_numpy()
+    progress = frame[(frame["event"] == contract.EV_STREAM_PROGRESS) & frame["tokens"].notna()]
+    progress = progress[["at_ms", "tokens"]].astype(float).sort_values("at_ms").reset_index(drop=True)
+    return progress.assign(at_utc=_utc_text(progress["at_ms"]))
+
+
+def token_line(
+    tokens: pd.DataFrame,
+    *,
+    stop_ms: float | None = None,
+    window: tuple[float, float] | None = None,
+    width: int | str = "container",
+) -> alt.LayerChart:
+    """The tokens streamed so far (token_frame) as a step line, aligned with the waterfall above it.
+
+    The span names' column is left empty at the same width, so a time sits under the same time above.
+    """
+    domain = [float(window[0]), float(window[1])] if window else alt.Undefined
+    x = alt.X(
+        "at_ms:Q", title=None, scale=alt.Scale(domain=domain, zero=False, nice=False), axis=_time_axis()
+    )
+    line = (
+        alt.Chart(tokens)
+        .mark_area(line={"color": "#4c78a8"}, color="#c6dbef", interpolate="step-after", clip=True)
+        .encode(
+            x=x,
+            y=alt.Y(
+                "tokens:Q",
+                title="tokens sent",
+                axis=alt.Axis(tickCount=3, titleAngle=0, titleAlign="left", titleX=-LABEL_WIDTH, titleY=-6),
+            ),
+            tooltip=[alt.Tooltip("at_utc:N", title="at (UTC)"), "tokens:Q"],
+        )
+        .add_params(alt.selection_interval(bind="scales", encodings=["x"]))
+    )
+    layers: list[alt.Chart] = [line]
+    if stop_ms is not None:
+        stop = pd.DataFrame({"at_ms": [stop_ms]})
+        layers.append(
+            alt.Chart(stop)
+            .mark_rule(color="#d62728", strokeDash=[6, 4], strokeWidth=2, clip=True)
+            .encode(x=x)
+        )
+    return (
+        alt.layer(*layers)
+        .properties(height=70, width=width)
+        .configure_axisY(minExtent=LABEL_WIDTH, maxExtent=LABEL_WIDTH)
+    )
+
+
+def stop_ms(marks: pd.DataFrame) -> float | None:
+    """When the user pressed stop (the first `cancel.requested` of waterfall_frame's marks), Unix ms."""
+    stops = marks.loc[marks["mark"] == CANCEL, "at_ms"]
+    return float(stops.min()) if len(stops) else None
+
+
+# --- the fleet: SLO panel and findings ranked ------------------------------------------------------------
+
+
+def _threshold_rules(lines: pd.DataFrame, y: str) -> list[alt.Chart]:
+    """Dashed horizontal rules with their label at the left end; `lines` has `y` and `label`."""
+    rule = alt.Chart(lines).mark_rule(strokeDash=[5, 4], color="#d62728").encode(y=f"{y}:Q")
+    text = (
+        alt.Chart(lines)
+        .mark_text(align="left", baseline="bottom", dx=4, dy=-2, color="#d62728", fontWeight="bold")
+        .encode(y=f"{y}:Q", x=alt.value(0), text="label:N")
+    )
+    return [rule, text]
+
+
+def slo_latency(windows: pd.DataFrame, *, objective_ms: float, page_ms: float) -> alt.LayerChart:
+    """Cancel-to-ack P95 and P99 per SLO window against the objective and the paging threshold.
+
+    Dragging across it selects a stretch of time (the selection parameter `brush`).
+
+    Needs `window_start` (datetime), `p95_ms`, `p99_ms`, `cancels`.
+    """
+    long = windows.melt(
+        id_vars=["window_start", "cancels"],
+        value_vars=["p95_ms", "p99_ms"],
+        var_name="percentile",
+        value_name="ms",
+    )
+    long["percentile"] = long["percentile"].map({"p95_ms": "P95", "p99_ms": "P99"})
+    lines = (
+        alt.Chart(long)
+        .mark_line(point=True, interpolate="step-after")
+        .encode(
+            x=alt.X("window_start:T", title=None, axis=alt.Axis(format="%H:%M")),
+            y=alt.Y("ms:Q", title="cancel → ack (ms)"),
+            color=alt.Color(
+                "percentile:N", scale=alt.Scale(range=["#4c78a8", "#f58518"]), legend=alt.Legend(orient="top")
+            ),
+            tooltip=[
+                alt.Tooltip("window_start:T", title="window from", format="%Y-%m-%d %H:%M"),
+                "percentile:N",
+                alt.Tooltip("ms:Q", format=".0f"),
+                "cancels:Q",
+            ],
+        )
+    )
+    thresholds = pd.DataFrame(
+        {
+            "ms": [objective_ms, page_ms],
+            "label": [f"P95 objective {objective_ms:g} ms", f"P99 pages {page_ms:g} ms"],
+        }
+    )
+    brush = alt.selection_interval(name="brush", encodings=["x"])
+    return alt.LayerChart(
+        layer=[lines.add_params(brush), *_threshold_rules(thresholds, "ms")],
+        height=220,
+        width="container",
+        usermeta=SVG,
+    )
+
+
+def slo_burn_rate(windows: pd.DataFrame, *, fast_burn: float = 14.4) -> alt.LayerChart:
+    """The error budget's burn rate per SLO window (1: spent exactly over the period); needs `window_start`,
+    `burn_rate`, `cancels`, `over_slo`."""
+    bars = (
+        alt.Chart(windows)
+        .mark_bar(color="#b279a2")
+        .encode(
+            x=alt.X("window_start:T", title=None, axis=alt.Axis(format="%H:%M")),
+            y=alt.Y("burn_rate:Q", title="burn rate"),
+            color=alt.condition(alt.datum.burn_rate > fast_burn, alt.value("#d62728"), alt.value("#9ecae9")),
+            tooltip=[
+                alt.Tooltip("window_start:T", title="window from", format="%Y-%m-%d %H:%M"),
+                alt.Tooltip("burn_rate:Q", format=".1f"),
+                "over_slo:Q",
+                "cancels:Q",
+            ],
+        )
+    )
+    thresholds = pd.DataFrame(
+        {"burn_rate": [1.0, fast_burn], "label": ["1 = budget spent exactly", f"{fast_burn:g} = fast burn"]}
+    )
+    return alt.LayerChart(
+        layer=[bars, *_threshold_rules(thresholds, "burn_rate")], height=220, width="container", usermeta=SVG
+    )
+
+
+def findings_ranked(findings: pd.DataFrame) -> alt.Chart:
+    """Findings per kind as one ranked bar each, most frequent first; a click selects the kind (`kind`).
+
+    Needs `kind` and `findings`; thirteen kinds read better ranked than as thirteen colours in a stack.
+    """
+    totals = (
+        findings.groupby("kind", as_index=False)["findings"].sum().sort_values("findings", ascending=False)
+    )
+    picked = alt.selection_point(name="kind", fields=["kind"], on="click", empty=False)
+    return (
+        alt.Chart(totals)
+        .mark_bar(color="#4c78a8", cursor="pointer")
+        .encode(
+            x=alt.X("findings:Q", title="findings"),
+            y=alt.Y("kind:N", sort="-x", title=None, axis=alt.Axis(labelLimit=220)),
+            opacity=alt.condition(picked, alt.value(1.0), alt.value(0.8)),
+            tooltip=["kind:N", "findings:Q"],
+        )
+        .add_params(picked)
+        .properties(height=max(80, 24 * len(totals)), width="container", usermeta=SVG)
+    )

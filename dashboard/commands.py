@@ -24,6 +24,7 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
         "--browser.gatherUsageStats=false",
         "--server.fileWatcherType=none",
         "--theme.base=light",
+        "--client.toolbarMode=viewer",  # for reading a store: no Deploy button, no rerun or cache menu
         "--",
         "--store",
         str(Path(args.store).resolve()),

@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 def time_window(range_key: str) -> tuple[int | None, int | None]:
     """`(from_ms, to_ms)` of a TIME_RANGES key, ending at the newest data in the store; None = unbounded."""
+    if range_key == filters.CUSTOM:
+        return filters.custom_window()
     seconds = filters.TIME_RANGES.get(range_key)
     if seconds is None:
         return None, None
@@ -35,9 +37,11 @@ def time_window(range_key: str) -> tuple[int | None, int | None]:
 
 def describe_window(window: tuple[int | None, int | None]) -> str:
     start, end = window
-    if start is None or end is None:
+    if start is None and end is None:
         return "all data in the store"
-    return f"{format_ms(start)} → {format_ms(end)} UTC"
+    return (
+        f"{format_ms(start) if start is not None else '…'} → {format_ms(end) if end is not None else '…'} UTC"
+    )
 
 
 def snapshot_caption() -> None:

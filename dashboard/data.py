@@ -312,6 +312,7 @@ TURN_QUERIES = (
     "turn_ledger",
     "turn_verdicts",
     "turn_skew",
+    "turn_spans",
 )
 
 

@@ -11,6 +11,12 @@ import duckdb
 from turnlens.collector import quarantine
 from turnlens.kernel.durations import parse_time
 
+EXIT_CODES = """exit codes:
+  0  written
+  1  nothing in the store matches
+  2  bad arguments (argparse's own errors too)
+  3  the store cannot be read"""
+
 SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}
 
 
@@ -18,7 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export = subparsers.add_parser(
         "export",
         help="write an incident timeline (one turn, a session or a time range) as HTML, Markdown or JSON",
-        description="Exit codes: 0 written, 1 nothing in the store matches, 3 the store cannot be read.",
+        description=__doc__,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     export.add_argument("--store", required=True, type=Path, help="the store directory")
     export.add_argument("--session", help="the session to export")

@@ -21,10 +21,13 @@ table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f4f4f4;position:sticky;top:0}tr:nth-child(even) td{background:#fafafa}
 td{white-space:nowrap}td.wrap{white-space:normal;min-width:20em}
+#ledger td,#findings td,#ledger th,#findings th{white-space:normal;overflow-wrap:anywhere}
+#ledger,#findings{width:100%}
 td.json{font-family:ui-monospace,monospace;white-space:pre-wrap;max-width:40em;word-break:break-all}
 .sev-critical{color:#b00020;font-weight:bold}.sev-warning{color:#a15c00;font-weight:bold}
 .note{color:#666;font-style:italic}.chart{overflow-x:auto;margin:.5em 0}
 .scroll{overflow-x:auto}footer{margin-top:3em;color:#888;font-size:12px}
+@media print{body{margin:0;max-width:none}.scroll,.chart{overflow:visible}table{font-size:10px}}
 """
 
 
@@ -34,7 +37,8 @@ _PROSE = {"evidence", "detail", "summary", "description", "layers", "nodes"}  # 
 def _table_html(
     columns: list[str], rows: list[list[str]], *, css_id: str = "", classes: dict[str, str] | None = None
 ) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    # headers may break after an underscore, so a wide table's column names do not force it off the page
+    head = "".join(f"<th>{html.escape(c).replace('_', '_<wbr>')}</th>" for c in columns)
     body = []
     for row in rows:
         cells = []
@@ -58,7 +62,7 @@ def _swimlanes_svg(incident: Incident) -> list[tuple[str, str]]:
         return []
     try:
         import vl_convert
-        from turnlens.dashboard import charts
+        from turnlens.export import timeline as charts
     except ImportError as exc:
         return [("", f'<p class="note">swimlane unavailable: {html.escape(str(exc))}</p>')]
     frame = pd.DataFrame(section.rows, columns=section.columns)
@@ -67,7 +71,9 @@ def _swimlanes_svg(incident: Incident) -> list[tuple[str, str]]:
         events = frame[(frame["session_id"] == turn["session_id"]) & (frame["turn_id"] == turn["turn_id"])]
         if events.empty:
             continue
-        chart = charts.swimlane(events, width=900)
+        # the dashboard's default window: the stretch around the tool calls and the stop, not the whole turn
+        window = charts.action_window(charts.timeline_frame(events))
+        chart = charts.swimlane(events, width=900, window=window)
         out.append((turn["turn_id"], vl_convert.vegalite_to_svg(chart.to_dict())))
     return out
 

@@ -305,6 +305,11 @@ def apply_tables(con: duckdb.DuckDBPyConnection, store_dir: Path, queries_dir: P
         con.unregister("registry_rows")
 
 
+# The catalog is written in the storage format of DuckDB 1.5, not the newest the library knows, so the
+# DuckDB command-line tool an analyst installs from PyPI (`duckdb-cli`, a release behind) can open it too.
+CATALOG_STORAGE_VERSION = "v1.5.0"
+
+
 def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERIES_DIR) -> Path:
     """Builds `store_dir/turnlens.duckdb` under a temporary name and renames it into place.
 
@@ -325,7 +330,7 @@ def _write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path) -> Pa
     remove_stale_tmp(store_dir)
     tmp = store_dir / f".{CATALOG_FILE}.{os.getpid()}.tmp"
     tmp.unlink(missing_ok=True)
-    con = duckdb.connect(str(tmp))
+    con = duckdb.connect(str(tmp), config={"storage_compatibility_version": CATALOG_STORAGE_VERSION})
     con.execute("set parquet_metadata_cache = true")  # binding each view reads the segments' footers
     try:
         con.execute("begin")  # one transaction: each COMMENT ON alone would be a commit of its own

@@ -65,7 +65,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="keep a replaced snapshot for readers outside turnlens (default %(default)s)")
     mat.set_defaults(func=run_materialize)
 
-    query = subparsers.add_parser("query", help="run SQL or a named query against a store's views")
+    query = subparsers.add_parser(
+        "query",
+        help="run SQL or a named query against a store's views",
+        epilog=named_queries_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     query.add_argument("sql", metavar="SQL|NAME", help="SQL, or a query name from queries/named/")
     query.add_argument("--store", type=Path, required=True, help="the store folder (holds turnlens.duckdb)")
     query.add_argument("--param", action="append", default=[], metavar="K=V", help="a named query parameter")
@@ -78,6 +83,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     query.add_argument("--format", choices=("table", "csv", "json"), default="table")
     query.set_defaults(func=run_query)
+
+
+def named_queries_help() -> str:
+    """The `--help` epilog: every named query with its parameters and what it returns."""
+    lines = ["named queries (run as `turnlens query NAME --store DIR --param k=v`):"]
+    for name, named in sorted(catalog.load_named().items()):
+        params = " ".join(f"{p}=…" for p in named.params)
+        lines.append(f"  {name}{'  ' + params if params else ''}")
+        lines.append(f"      {named.title}")
+    return "\n".join(lines)
+
+
+def _looks_like_a_name(text: str) -> bool:
+    """One word of letters, digits and underscores: meant as a named query, not as SQL."""
+    return text.replace("_", "").isalnum()
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -102,6 +122,18 @@ def _plain(value: Any) -> Any:
     return value
 
 
+DISPLAY_DECIMALS = 3  # the table format rounds floats; csv and json keep every digit for other programs
+
+
+def _cell(value: Any) -> str:
+    """One value as the aligned table prints it: floats rounded so `143.29999999999993` reads 143.3."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{round(value, DISPLAY_DECIMALS):g}" if abs(value) < 1e15 else f"{value:g}"
+    return str(_plain(value))
+
+
 def write_rows(columns: list[str], rows: list[tuple], fmt: str, out: Any = None) -> None:
     """Prints rows as an aligned table, CSV or JSON (one array of objects)."""
     out = out or sys.stdout
@@ -113,7 +145,7 @@ def write_rows(columns: list[str], rows: list[tuple], fmt: str, out: Any = None)
         writer.writerow(columns)
         writer.writerows([[_plain(v) for v in row] for row in rows])
     else:
-        cells = [[("" if v is None else str(_plain(v))) for v in row] for row in rows]
+        cells = [[_cell(v) for v in row] for row in rows]
         widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
         out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
         for r in cells:
@@ -179,6 +211,9 @@ def run_query(args: argparse.Namespace) -> int:
         for name, value in settings.resolve(overrides=overrides).items():
             if name in overrides:
                 overrides[name] = str(value)
+        if args.sql not in named and _looks_like_a_name(args.sql):
+            known = ", ".join(sorted(named))
+            raise catalog.CatalogError(f"no named query {args.sql!r} (known: {known}); or pass SQL")
         if params and args.sql not in named:
             raise catalog.CatalogError(f"--param is for named queries; known: {', '.join(sorted(named))}")
         columns, rows = quarantine.retrying(args.store, lambda: _query(args, named, params, overrides))

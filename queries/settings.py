@@ -50,6 +50,9 @@ SETTINGS: tuple[Setting, ...] = (
             "the partial-store hit rate (partial.stored per tool call) to stay under"),
     Setting("clock_resolution_ms", 1, "ms",
             "wall-clock disagreement with HLC order below this is not a causal inversion"),
+    Setting("causal_inversion_tolerance_ms", 50, "ms",
+            "wall clocks may contradict HLC order by this much (normal cross-channel skew) before it is a "
+            "causal inversion; a cancel inverted against a side effect counts from clock_resolution_ms"),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

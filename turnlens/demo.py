@@ -35,6 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--rate", type=float, default=LIVE_RATE, help="live sessions per second (default %(default)s)"
     )
     parser.add_argument("--no-live", action="store_true", help="only the recorded sample, no live traffic")
+    parser.add_argument(
+        "--sample-as-recorded",
+        action="store_true",
+        help="load the sample at its recorded dates (default: moved to end a few minutes before now)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -55,6 +60,29 @@ def _wait_for_http(url: str, timeout_s: float) -> bool:
     return False
 
 
+def load_sample(store: Path, *, as_recorded: bool = False) -> None:
+    """Ingests the recorded sample, by default moved to end a few minutes ago so its incident is on screen
+    next to the live traffic (`--sample-as-recorded` keeps its recorded dates)."""
+    from turnlens.sample_data import shift
+
+    store.mkdir(parents=True, exist_ok=True)
+    if as_recorded:
+        print(f"turnlens demo: loading the recorded sample into {store}", flush=True)
+        subprocess.run(_turnlens("ingest", "--store", str(store), str(SAMPLE)), check=True)
+        return
+    moved = store / ".sample-now.jsonl.gz"
+    delta_ms = shift.write_shifted(SAMPLE, moved)
+    print(
+        f"turnlens demo: loading the recorded sample into {store}, moved {delta_ms / 86_400_000:.1f} days "
+        "later so it ends a few minutes ago",
+        flush=True,
+    )
+    try:
+        subprocess.run(_turnlens("ingest", "--store", str(store), str(moved)), check=True)
+    finally:
+        moved.unlink(missing_ok=True)
+
+
 def run(args: argparse.Namespace) -> int:
     store: Path = args.store
     fresh = not (store / "segments").exists()
@@ -63,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
         store.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(registry, store / "tool_registry.toml")
     if fresh and SAMPLE.exists():
-        print(f"turnlens demo: loading the recorded sample into {store}", flush=True)
-        subprocess.run(_turnlens("ingest", "--store", str(store), str(SAMPLE)), check=True)
+        load_sample(store, as_recorded=args.sample_as_recorded)
 
     children: list[subprocess.Popen[bytes]] = []
 

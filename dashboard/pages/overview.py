@@ -5,9 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 from turnlens.dashboard import charts, common, data, filters
-from turnlens.kernel import findings
+from turnlens.kernel import findings as finding_kinds
 
-P99_PAGE_MS = findings.CANCEL_TO_ACK_P99_PAGE_MS
+P99_PAGE_MS = finding_kinds.CANCEL_TO_ACK_P99_PAGE_MS
+TURNS_PAGE = "pages/turns.py"
+TURN_PAGE = "pages/turn_detail.py"
 
 st.title("Overview")
 left, right = st.columns([1, 3], vertical_alignment="bottom")
@@ -114,6 +116,24 @@ count_tiles[2].metric(
     help="A cancel no layer acknowledged: the stop may not have stopped anything.",
 )
 count_tiles[3].metric("Findings", f"{int(findings['findings'].sum()):,}", border=True)
+# Every count opens the turns behind it, in this time range.
+for tile, (label, params) in zip(
+    count_tiles,
+    [
+        ("Open the turns", {}),
+        ("Open the cancelled", {"status": "cancelled"}),
+        ("Open the unpropagated", {"kind": finding_kinds.CANCEL_NOT_PROPAGATED}),
+        ("Open committed despite stop", {"kind": finding_kinds.CANCELLED_BUT_COMMITTED}),
+    ],
+    strict=True,
+):
+    with tile:
+        st.page_link(
+            TURNS_PAGE,
+            label=label,
+            icon=":material/arrow_forward:",
+            query_params={**params, **filters.range_params()},
+        )
 
 st.subheader("Alerts firing now")
 state = data.alert_state()
@@ -135,18 +155,74 @@ else:
         width="stretch",
     )
 
+st.subheader("Cancel-to-ack SLO")
+slo_size = "5m" if span_ms is not None and span_ms <= 6 * 3_600_000 else "1h"
+windows = data.query("overview_slo_windows", from_ms=from_ms, to_ms=to_ms, window_size=slo_size)
+if len(windows):
+    p_col, burn_col = st.columns(2)
+    with p_col:
+        st.caption(
+            f"P95 and P99 per {slo_size} window against the objective and the paging threshold · drag across "
+            "it to show only that stretch on every page"
+        )
+        brushed = st.altair_chart(
+            charts.slo_latency(windows, objective_ms=objective_ms, page_ms=P99_PAGE_MS),
+            width="stretch",
+            height=300,
+            on_select="rerun",
+            selection_mode=["brush"],
+            key="slo_brush",
+        )
+        stretch = (brushed.selection.get("brush") or {}).get("window_start") if brushed is not None else None
+        if stretch:
+            filters.set_custom_range(*stretch)  # every page then shows that stretch
+    with burn_col:
+        worst = windows.loc[windows["burn_rate"].idxmax()]
+        st.caption(
+            f"Error-budget burn rate per {slo_size} window · worst: {worst['burn_rate']:.0f} from "
+            f"{worst['window_start']:%H:%M} (P95 {worst['p95_ms']:.0f} ms)"
+        )
+        common.show_chart(charts.slo_burn_rate(windows), room=70)
+else:
+    common.empty("No cancels in this window, so no SLO windows.")
+
 findings_col, latency_col = st.columns(2)
 with findings_col:
     st.subheader("Findings by kind")
     if len(findings):
-        common.show_chart(charts.findings_over_time(findings))
+        ranked = charts.findings_ranked(findings)
+        picked = st.altair_chart(
+            ranked,
+            width="stretch",
+            height=int(ranked.to_dict()["height"]) + 50,
+            on_select="rerun",
+            selection_mode=["kind"],
+            key="findings_by_kind",
+        )
+        st.caption("Click a bar for the turns with that finding.")
+        kinds = picked.selection.get("kind") if picked is not None else None
+        if kinds:
+            st.switch_page(TURNS_PAGE, query_params={"kind": kinds[0]["kind"], **filters.range_params()})
     else:
         common.empty("No findings in this window.")
 with latency_col:
     st.subheader("Cancel → ack latency")
     latencies = data.query("cancel_latencies", from_ms=from_ms, to_ms=to_ms)
     if len(latencies):
-        common.show_chart(charts.cancel_latency(latencies, objective_ms=objective_ms, page_ms=P99_PAGE_MS))
+        picked = st.altair_chart(
+            charts.cancel_latency(latencies, objective_ms=objective_ms, page_ms=P99_PAGE_MS),
+            width="stretch",
+            height=320,
+            on_select="rerun",
+            selection_mode=["turn"],
+            key="cancel_latency",
+        )
+        st.caption("Each point is a cancelled turn: click it to open the turn.")
+        turns = picked.selection.get("turn") if picked is not None else None
+        if turns:
+            st.switch_page(
+                TURN_PAGE, query_params={"session": turns[0]["session_id"], "turn": turns[0]["turn_id"]}
+            )
     else:
         common.empty("No cancels in this window.")
 

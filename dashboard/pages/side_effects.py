@@ -2,23 +2,44 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 from turnlens.dashboard import common, data, filters
 from turnlens.kernel import findings
 
 ROW_LIMIT = 5000
 LEDGER_KINDS = list(findings.SIDE_EFFECT_KINDS)  # the finding kinds that are about one side effect
-# What an SRE reads first; every other column of `side_effects` follows.
+# What an SRE reads first, the phases of each call in the order they happen; "All columns" adds the rest.
 LEADING_COLUMNS = [
     "open",
     "tool_name",
     "tier",
     "status",
     "finding_kinds",
+    "dispatched_hlc",
+    "committed_hlc",
+    "compensated_hlc",
+    "first_ack_hlc",
+    "charged_hlc",
+    "receipt_hlc",
     "session_id",
     "turn_id",
-    "tool_call_id",
 ]
+NARROW = {
+    "open": common.turn_link_column(),
+    "tool_name": st.column_config.TextColumn("tool", width="small"),
+    "tier": st.column_config.TextColumn("tier", width="small"),
+    "status": st.column_config.TextColumn("status", width=80),
+    "finding_kinds": st.column_config.TextColumn("findings", width="medium"),
+    **{
+        f"{phase}_hlc": st.column_config.TextColumn(
+            phase.replace("_", " "), width=95, help=f"HLC of {phase}"
+        )
+        for phase in ("dispatched", "committed", "compensated", "first_ack", "charged", "receipt")
+    },
+    "session_id": st.column_config.TextColumn("session", width="small"),
+    "turn_id": st.column_config.TextColumn("turn", width="small"),
+}
 TIERS = ["read_only", "button_reversible", "soft_irreversible", "hard_irreversible"]
 
 st.title("Side effects")
@@ -29,10 +50,14 @@ with top[0]:
     range_key = filters.time_range()
 with top[1]:
     kinds = filters.multiselect(
-        "Only calls with finding", LEDGER_KINDS, param="kind", placeholder="any call (pick kinds to narrow)"
+        "Only calls with finding",
+        LEDGER_KINDS,
+        param="kind",
+        strict=True,
+        placeholder="any call (pick kinds to narrow)",
     )
 with top[2]:
-    tiers = filters.multiselect("Tier", TIERS, param="tier")
+    tiers = filters.multiselect("Tier", TIERS, param="tier", strict=True)
 from_ms, to_ms = common.time_window(range_key)
 ledger = data.query(
     "side_effects_ledger", from_ms=from_ms, to_ms=to_ms, kinds=kinds, tiers=tiers, limit=ROW_LIMIT
@@ -57,13 +82,24 @@ for tile, (label, kind) in zip(
 ):
     tile.metric(label, int(counts.get(kind, 0)), border=True)
 
-table = common.with_turn_links(common.hlc_columns(ledger))
+table = common.with_turn_links(ledger)
+for column in [c for c in table if c.endswith("_hlc")]:  # the time of day: the caption gives the day
+    table[column] = table[column].map(lambda hlc: "" if pd.isna(hlc) else common.format_hlc(hlc)[11:])
 table["finding_kinds"] = table["finding_kinds"].map(lambda kinds: ", ".join(kinds))
+days = sorted({common.format_ms(ns / 1e6)[:10] for ns in ledger["started_ns"].dropna()})
+head, toggle = st.columns([4, 1], vertical_alignment="bottom")
+head.caption(
+    f"Phase times are HLC times of day (UTC, +logical counter) on {', '.join(days[:3])}"
+    f"{' …' if len(days) > 3 else ''} · newest call first."
+)
+with toggle:
+    everything = filters.toggle("All columns", param="all_columns")
+leading = [c for c in LEADING_COLUMNS if c in table]
 st.dataframe(
     table,
-    column_order=[c for c in LEADING_COLUMNS if c in table] + [c for c in table if c not in LEADING_COLUMNS],
+    column_order=leading + ([c for c in table if c not in LEADING_COLUMNS] if everything else []),
     hide_index=True,
     width="stretch",
     height=min(38 + 35 * len(table), 700),
-    column_config={"open": common.turn_link_column()},
+    column_config=NARROW,
 )

@@ -19,6 +19,10 @@ st.caption(
     "A tool with no tier anywhere is treated as eager and irreversible."
 )
 audit = data.query("tools_audit")
+# Untiered and unregistered tools first: they are what the audit is for.
+audit = audit.sort_values(
+    "verdict", key=lambda v: v.map({"untiered": 0, "unregistered": 1, "mismatch": 2}).fillna(3), kind="stable"
+)
 if not len(audit):
     common.empty("No tools seen and none registered.")
     st.stop()
@@ -40,4 +44,5 @@ st.dataframe(
     hide_index=True,
     width="stretch",
     column_order=["verdict", *[c for c in audit.columns if c != "verdict"]],
+    height=38 + 35 * len(audit),  # every tool: the one an SRE looks for is often the untiered one at the end
 )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-from turnlens.dashboard import charts, common, data, export_buttons, filters
+from turnlens.dashboard import charts, common, data, export_buttons, filters, turn_view
+from turnlens.export import timeline as turn_timeline
+from turnlens.kernel import findings as finding_kinds
 
 SEVERE = ("critical", "high")
 CANCEL_LAYERS = ("http", "stream", "runtime", "tool")  # the per-layer columns of cancel_acks
@@ -60,7 +62,7 @@ with buttons:
 severe = int(findings["severity"].isin(SEVERE).sum()) if len(findings) else 0
 ack = cancel["cancel_to_ack_ms"].iloc[0] if len(cancel) else None
 before = tokens["tokens_before_stop"]
-metrics = st.columns(5)
+metrics = st.columns([1, 1, 1, 2, 1])
 metrics[0].metric(
     "Cancel → last ack",
     "—" if not len(cancel) else ("never" if pd.isna(ack) else f"{ack:.0f} ms"),
@@ -68,11 +70,17 @@ metrics[0].metric(
 )
 metrics[1].metric("Tokens before stop", "—" if pd.isna(before) else f"{int(before):,}", border=True)
 metrics[2].metric("Tool calls", len(ledger), border=True)
+after_stop = int(ledger["committed_after_stop"].fillna(False).sum())
+despite_stop = int((findings["kind"] == finding_kinds.CANCELLED_BUT_COMMITTED).sum()) if len(findings) else 0
 metrics[3].metric(
-    "After the stop",
-    int(ledger["committed_after_stop"].fillna(False).sum()),
+    "Committed despite the stop",
+    despite_stop,
+    f"{after_stop} after it · {max(despite_stop - after_stop, 0)} before it, never undone nor shown",
+    delta_color="off",
+    delta_arrow="off",
     border=True,
-    help="Side effects committed after the user pressed stop.",
+    help="`cancelled_but_committed` findings: side effects of a stopped turn that stood, whether committed "
+    "after the stop or before it and never compensated nor shown to the user.",
 )
 metrics[4].metric(
     "Findings",
@@ -82,32 +90,59 @@ metrics[4].metric(
     border=True,
 )
 
-# --- the swimlane -----------------------------------------------------------------------------------
+# --- the waterfall ------------------------------------------------------------------------------------
 st.subheader("Timeline")
 order_col, window_col, _ = st.columns([1, 1, 3])
 with order_col:
     wall_order = filters.toggle(
         "Wall-clock order",
         param="order_wall",
-        help="Place events by each node's own wall clock instead of the HLC; ringed events are where the two "
-        "disagree.",
+        help="Place spans by each node's own wall clock instead of the HLC; in the event lanes below, ringed "
+        "events are where the two disagree.",
     )
 order = "wall_clock" if wall_order else "hlc"
-timeline = charts.timeline_frame(events, order=order)
-action = charts.action_window(timeline)
+around_stop = charts.stop_window(events, order=order)
 with window_col:
-    whole = action is None or filters.toggle(
+    whole = around_stop is None or filters.toggle(
         "Whole turn",
         param="whole",
-        help="By default the chart shows the stretch around the tool calls and the stop.",
+        help="By default the chart opens on the stretch around the tool calls and the stop.",
     )
-common.show_chart(charts.swimlane(events, order=order, window=None if whole else action), room=110)
-inversions = int(timeline["inverted"].sum())
-st.caption(
-    f"{len(timeline)} events · {inversions} clock inversion{'s' if inversions != 1 else ''} (ringed) · "
-    "red dashed rule: the stop · diamonds: commits, purple when they landed after the stop."
-)
-with st.expander("Raw events", icon=":material/table_rows:"):
+window = None if whole else around_stop
+with common.section():
+    spans = data.turn_query("turn_spans", session=session_id, turn=turn_id)
+    bars, marks = charts.waterfall_frame(events, spans, order=order)
+    picked = st.altair_chart(
+        charts.waterfall(bars, marks, window=window),
+        width="stretch",
+        height=charts.waterfall_height(bars) + 190,  # + axis and legends (Streamlit ignores a layer's height)
+        on_select="rerun",
+        selection_mode=["span"],
+        key="waterfall",
+    )
+    streamed = charts.token_frame(events, order=order)
+    if len(streamed):
+        common.show_chart(charts.token_line(streamed, stop_ms=charts.stop_ms(marks), window=window), room=40)
+    st.caption(
+        f"{len(bars)} spans, nested under their parents, on the turn's "
+        f"{'HLC' if order == 'hlc' else 'wall clock'} (UTC) · red dashed rule: the stop · diamonds: commits, "
+        "purple after the stop · scroll to zoom, drag to pan, double-click to reset · click a span for its "
+        "attributes and events."
+    )
+    turn_view.span_detail(spans, bars, turn_view.selected_span(picked, bars, marks))
+
+with st.expander("Events by layer (swimlane) and raw events", icon=":material/table_rows:"):
+    timeline = turn_timeline.timeline_frame(events, order=order)
+    window = None if whole else turn_timeline.action_window(timeline)
+    common.show_chart(
+        turn_timeline.swimlane(events, order=order, window=window),
+        room=110,
+    )
+    inversions = int(timeline["inverted"].sum())
+    st.caption(
+        f"{len(timeline)} events · {inversions} clock inversion{'s' if inversions != 1 else ''} (ringed) · "
+        "stream progress is the token line above."
+    )
     raw = events.assign(clock_inversion=timeline["inverted"].to_numpy()).drop(
         columns=["session_id", "turn_id"]
     )

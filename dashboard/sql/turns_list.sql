@@ -1,28 +1,57 @@
--- turns_list: the turns matching the Turns page's filters, newest first, at most $limit rows.
+-- turns_list: the turns matching the Turns page's filters, newest first, at most $limit rows, each with the tools it called and the kinds and evidence of its findings.
+with matching as (
+    select t.*
+    from turns as t
+    where ($from_ms is null or t.started_wall_ns >= $from_ms * 1000000)
+      and ($to_ms is null or t.started_wall_ns <= $to_ms * 1000000)
+      and ($session = '' or t.session_id ilike '%' || $session || '%')
+      and (len($statuses) = 0 or list_contains($statuses, t.status))
+      and (len($kinds) = 0 or exists (
+            select 1 from divergences as d
+            where d.session_id = t.session_id and d.turn_id = t.turn_id and list_contains($kinds, d.kind)))
+      and ((len($tools) = 0 and len($tiers) = 0) or exists (
+            select 1 from side_effects as e
+            where e.session_id = t.session_id and e.turn_id = t.turn_id
+              and (len($tools) = 0 or list_contains($tools, e.tool_name))
+              and (len($tiers) = 0 or list_contains($tiers, e.tier))))
+    order by t.started_wall_ns desc
+    limit $limit
+),
+
+tools as (
+    select e.session_id, e.turn_id, list(distinct e.tool_name order by e.tool_name) as tools
+    from side_effects as e
+    semi join matching as m using (session_id, turn_id)
+    group by all
+),
+
+found as (
+    select
+        d.session_id,
+        d.turn_id,
+        list(distinct d.kind order by d.kind) as finding_kinds,
+        string_agg(d.evidence, ' · ' order by d.kind) as evidence
+    from divergences as d
+    semi join matching as m using (session_id, turn_id)
+    group by all
+)
+
 select
-    t.turn_id,
-    t.status,
-    t.findings,
-    t.cancel_origin,
-    make_timestamp(t.started_wall_ns // 1000) as started_at,
-    (t.ended_wall_ns - t.started_wall_ns) / 1e6 as duration_ms,
-    t.tool_calls,
-    t.side_effects,
-    t.tokens_streamed,
-    t.session_id,
-    t.ordering
-from turns as t
-where ($from_ms is null or t.started_wall_ns >= $from_ms * 1000000)
-  and ($to_ms is null or t.started_wall_ns <= $to_ms * 1000000)
-  and ($session = '' or t.session_id ilike '%' || $session || '%')
-  and (len($statuses) = 0 or list_contains($statuses, t.status))
-  and (len($kinds) = 0 or exists (
-        select 1 from divergences as d
-        where d.session_id = t.session_id and d.turn_id = t.turn_id and list_contains($kinds, d.kind)))
-  and ((len($tools) = 0 and len($tiers) = 0) or exists (
-        select 1 from side_effects as e
-        where e.session_id = t.session_id and e.turn_id = t.turn_id
-          and (len($tools) = 0 or list_contains($tools, e.tool_name))
-          and (len($tiers) = 0 or list_contains($tiers, e.tier))))
-order by t.started_wall_ns desc
-limit $limit;
+    m.turn_id,
+    m.session_id,
+    m.status,
+    m.findings,
+    coalesce(f.finding_kinds, []) as finding_kinds,
+    coalesce(tools.tools, []) as tools,
+    m.cancel_origin,
+    make_timestamp(m.started_wall_ns // 1000) as started_at,
+    (m.ended_wall_ns - m.started_wall_ns) / 1e6 as duration_ms,
+    m.tool_calls,
+    m.side_effects,
+    m.tokens_streamed,
+    f.evidence,
+    m.ordering
+from matching as m
+left join tools using (session_id, turn_id)
+left join found as f using (session_id, turn_id)
+order by m.started_wall_ns desc;

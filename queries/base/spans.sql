@@ -5,7 +5,8 @@
 --   parent_span_id: the parent's span_id; null for a root span.
 --   trace_state: the W3C tracestate of the span.
 --   flags: OTLP span flags (W3C trace flags in the low byte).
---   name: the span name.
+--   name: the span name; where the name is a template (Logfire: `running tool: {name}`), the text Logfire rendered
+--     from it (logfire.msg).
 --   kind: unspecified / internal / server / client / producer / consumer.
 --   start_time_unix_nano: span start, Unix nanoseconds, by the emitting node's wall clock.
 --   end_time_unix_nano: span end; null when the span never ended.
@@ -29,11 +30,16 @@
 --   node: service.instance.id of the resource (else service.name): the node whose clock stamped the span.
 --   span_session_id: session.id (or gen_ai.conversation.id) as stamped on this span itself.
 --   span_turn_id: turnlens.turn.id as stamped on this span itself.
---   layer: turnlens.layer, else inferred from other conventions; null when nothing tells.
+--   layer: turnlens.layer, else inferred from other conventions (at ingest, then from the framework attributes the
+--     collector does not read: Traceloop's traceloop.span.kind, a bare gen_ai.tool.name); null when nothing tells.
 --   hlc: turnlens.hlc at span start, (physical_ms << 16) | logical; null when the span carries none.
 --   received_unix_nano: when a collector accepted the newest copy of the span.
---   session_id: the session, from the outermost span of the trace that names one, else through a link, else the trace id.
---   turn_id: the turn, resolved the same way: a trace with neither becomes a turn (and a session) of its own.
+--   session_id: the session, from the outermost span of the trace that names one (session.id, gen_ai.conversation.id,
+--     else a framework's: Traceloop's traceloop.association.properties.session_id, Logfire's session_id baggage),
+--     else through a link, else the trace id.
+--   turn_id: the turn, resolved the same way; a trace naming none that holds several agent runs (the OpenAI Agents
+--     SDK's `with trace(...)` around a conversation) is a turn per run, named <trace_id>:<span_id of the run's
+--     parent>; any other trace with neither becomes a turn (and a session) of its own.
 --   wall_ns: start_time_unix_nano, named for what the timelines sort on when there is no HLC.
 --   duration_ms: end minus start in milliseconds; null when the span never ended.
 -- span_copies(): every stored copy of every span as the segments hold it (retries not yet removed); a named query
@@ -62,6 +68,8 @@ create or replace macro turn_traces_of(turns) as (
         select distinct trace_id
         from span_copies()
         where list_contains(turns, span_turn_id) or list_contains(turns, trace_id)
+            -- a turn of a trace of several agent runs is named <trace_id>:<span_id> (spans_resolved)
+            or list_contains(list_transform(turns, lambda t: split_part(t, ':', 1)), trace_id)
     ),
 
     links as (
@@ -123,6 +131,32 @@ create or replace macro key_traces_of(traces) as (
     ))
 );
 
+-- framework_layer(attributes): the layer of a span the collector could not place (contract.infer_layer reads only
+-- the attributes it keeps): Traceloop's traceloop.span.kind (tool; workflow, agent, task), a span naming a tool by
+-- gen_ai.tool.name alone, a Traceloop model span (llm.request.type); null when nothing tells.
+create or replace macro framework_layer(attributes) as (
+    case
+        when attributes is null then null
+        when json_extract_string(attributes, '$."traceloop.span.kind"') = 'tool' then 'tool'
+        when json_extract_string(attributes, '$."traceloop.span.kind"') in ('workflow', 'agent', 'task') then 'runtime'
+        when json_extract_string(attributes, '$."gen_ai.tool.name"') is not null
+            and json_extract_string(attributes, '$."gen_ai.operation.name"') is null then 'tool'
+        when json_extract_string(attributes, '$."llm.request.type"') is not null then 'runtime'
+    end
+);
+
+-- is_run_span(attributes): an agent run: GenAI invoke_agent, OpenInference AGENT, Traceloop workflow / agent, ADK's
+-- invocation (gcp.vertex.agent.invocation_id).
+create or replace macro is_run_span(attributes) as (
+    coalesce(
+        json_extract_string(attributes, '$."gen_ai.operation.name"') = 'invoke_agent'
+        or json_extract_string(attributes, '$."openinference.span.kind"') = 'AGENT'
+        or json_extract_string(attributes, '$."traceloop.span.kind"') in ('workflow', 'agent')
+        or json_extract_string(attributes, '$."gcp.vertex.agent.invocation_id"') is not null,
+        false
+    )
+);
+
 -- spans_resolved(stored): the spans view's rows over a relation of stored copies named by string (a CTE or view
 -- with span_copies' columns): the copies of whole traces, with the traces their links name. spans_in passes a list's
 -- traces; the fresh part of the materialised views (derived/fresh.sql) passes a semi-join on a table of traces.
@@ -158,10 +192,80 @@ trace_identity as (  -- where the spans of one trace disagree, the outermost spa
                 started := start_time_unix_nano,
                 ended := -coalesce(end_time_unix_nano, start_time_unix_nano)
             ) as outer_rank
-        from query_table(stored)
+        from (
+            select
+                * exclude (span_session_id),
+                coalesce(span_session_id, case when contains(attributes, 'session_id') then coalesce(
+                    json_extract_string(attributes, '$."traceloop.association.properties.session_id"'),
+                    -- Logfire's baggage, copied onto every span (unless Logfire scrubbed it: not a session)
+                    case when not starts_with(json_extract_string(attributes, '$.session_id'), '[Scrubbed')
+                        then json_extract_string(attributes, '$.session_id') end
+                ) end) as span_session_id
+            from query_table(stored)
+        )
         where span_session_id is not null or span_turn_id is not null
     )
     group by trace_id
+),
+
+run_candidates as (  -- agent runs below the root of traces naming no turn: GenAI invoke_agent, OpenInference AGENT,
+    -- Traceloop workflow / agent, ADK's invocation (a cheap text test first: most spans are none)
+    select s.trace_id, s.span_id, s.parent_span_id
+    from unique_spans as s
+    anti join (select trace_id from trace_identity where turn_id is not null) as named using (trace_id)
+    where s.parent_span_id is not null
+        and (contains(s.attributes, 'invoke_agent') or contains(s.attributes, 'AGENT')
+            or contains(s.attributes, 'traceloop.span.kind') or contains(s.attributes, 'invocation_id'))
+        and is_run_span(s.attributes)
+),
+
+run_traces as (  -- only a trace with two runs or more can hold two turns
+    select trace_id from run_candidates group by trace_id having count(*) > 1
+),
+
+ancestry as materialized (  -- each span of those traces with each of its ancestors, nearest first
+    with recursive up(trace_id, span_id, ancestor_id, depth) as (
+        select s.trace_id, s.span_id, s.parent_span_id, 1
+        from unique_spans as s
+        semi join run_traces as r using (trace_id)
+        where s.parent_span_id is not null
+        union all
+        select u.trace_id, u.span_id, p.parent_span_id, u.depth + 1
+        from up as u
+        join unique_spans as p on p.trace_id = u.trace_id and p.span_id = u.ancestor_id
+        where p.parent_span_id is not null and u.depth < 64
+    )
+    select * from up
+),
+
+run_anchors as (  -- the parents of the outermost runs: one per run (a handoff's agents share their run's parent)
+    select distinct c.trace_id, c.parent_span_id as anchor_id
+    from run_candidates as c
+    semi join run_traces as r using (trace_id)
+    anti join (
+        select a.trace_id, a.span_id
+        from ancestry as a
+        join run_candidates as inner_run on inner_run.trace_id = a.trace_id and inner_run.span_id = a.ancestor_id
+    ) as nested using (trace_id, span_id)
+),
+
+run_turns as (  -- a trace of several runs: each span in the turn of its nearest anchor, the rest in the first one's
+    select s.trace_id, s.span_id, s.trace_id || ':' || coalesce(
+        arg_min(a.anchor_id, coalesce(x.depth, 0)) filter (where a.anchor_id is not null),
+        first_anchor
+    ) as turn_id
+    from unique_spans as s
+    join (
+        select r.trace_id, arg_min(r.anchor_id, p.start_time_unix_nano) as first_anchor, count(*) as anchors
+        from run_anchors as r
+        join unique_spans as p on p.trace_id = r.trace_id and p.span_id = r.anchor_id
+        group by r.trace_id
+    ) as f using (trace_id)
+    left join ancestry as x on x.trace_id = s.trace_id and x.span_id = s.span_id
+    left join run_anchors as a
+        on a.trace_id = s.trace_id and (a.anchor_id = x.ancestor_id or a.anchor_id = s.span_id)
+    where f.anchors > 1
+    group by s.trace_id, s.span_id, f.first_anchor
 ),
 
 linked_identity as (  -- a trace that names neither inherits through its links
@@ -180,13 +284,18 @@ linked_identity as (  -- a trace that names neither inherits through its links
 )
 
 select
-    s.*,
+    s.* replace (
+        case when contains(s.name, '{') and contains(s.attributes, '"logfire.msg"')
+            then coalesce(json_extract_string(s.attributes, '$."logfire.msg"'), s.name) else s.name end as name,
+        coalesce(s.layer, framework_layer(s.attributes)) as layer
+    ),
     coalesce(t.session_id, l.session_id, s.trace_id) as session_id,
-    coalesce(t.turn_id, l.turn_id, s.trace_id) as turn_id,
+    coalesce(t.turn_id, r.turn_id, l.turn_id, s.trace_id) as turn_id,
     s.start_time_unix_nano as wall_ns,
     (s.end_time_unix_nano - s.start_time_unix_nano) / 1e6 as duration_ms
 from unique_spans as s
 left join trace_identity as t using (trace_id)
+left join run_turns as r using (trace_id, span_id)
 left join linked_identity as l using (trace_id);
 
 -- spans_in(traces): the same rows, for the traces of a list only (null: every trace). A constant list reaches the

@@ -2,12 +2,15 @@
 -- Latencies are on the HLC's physical component (wall clock for turns without HLC: see ordering).
 --   session_id: the session.
 --   turn_id: the turn.
---   origin: turnlens.cancel.origin of the first request (user_clicked / user_typed / timeout / client_disconnect).
+--   origin: turnlens.cancel.origin of the first request (user_clicked / user_typed / timeout / client_disconnect); for
+--     a cancel inferred from a framework's spans, how it was inferred (inferred.exception, inferred.no_finish_reason,
+--     inferred.error_finish_reason, inferred.span_never_ended: see inferred_cancels_from).
 --   requested_layer: the layer where the cancel entered.
 --   requested_hlc: packed HLC of the first cancel.requested.
 --   requested_at: the same instant as a timestamp (HLC physical part).
 --   acked_hlc: packed HLC of the last cancel.acknowledged; null when no layer acknowledged.
---   cancel_to_ack_ms: acked minus requested, in ms; null when no layer acknowledged.
+--   cancel_to_ack_ms: acked minus requested, in ms; null when no layer acknowledged (for an inferred cancel: when the
+--     spans do not show when it was acknowledged, i.e. unknown).
 --   http_ack_ms: the http layer's last acknowledgement after the request, in ms; null when it never acknowledged.
 --   stream_ack_ms: the same for the stream layer.
 --   runtime_ack_ms: the same for the agent runtime.
@@ -106,6 +109,9 @@ cancel_rows as (
         case when r.own_hlc is not null then 'hlc' when span_hlc is not null then 'span_clock' else 'wall_clock' end
             as hlc_source
     from cancel_steps
+    union all  -- the cancels a framework's spans show without declaring them (turn_events.sql)
+    select session_id, turn_id, step, layer, order_hlc, cancel_origin, hlc_source
+    from inferred_cancels_from('spans')
 )
 
 select * from cancel_acks_of('cancel_rows');

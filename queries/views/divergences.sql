@@ -8,7 +8,12 @@
 --   idempotency_key: the call's idempotency key, where it has one.
 --   detected_hlc: the packed HLC at which the finding became true.
 --   detected_at: the same instant as a timestamp (HLC physical part, close to wall time).
---   evidence: one sentence a person reads: what happened, in what order.
+--   evidence: one sentence a person reads: what happened, in what order (and for untiered_tool, what to do).
+-- untiered_tool is one finding per tool and UTC day, on the day's first untiered call (its turn and call); a
+-- framework's control tools (smolagents' final_answer, pydantic-ai's final_result) are never one.
+-- causal_inversion is one finding per turn: two events whose wall clocks contradict their HLC order by more than
+-- causal_inversion_tolerance_ms, or a cancel.requested and a tool.dispatched / tool.committed / third_party.ack
+-- contradicting it by more than clock_resolution_ms (medium: the wall clocks would give the opposite verdict).
 -- divergences_of(rows): the same findings over any relation with turn_events' columns, named by string (turn_events
 -- for the view). A detector matching idempotency keys across turns sees only the rows given: a named query for one
 -- turn passes the events of the turn's traces and of the traces sharing its keys (key_traces_of).
@@ -46,6 +51,10 @@ turn_receipts as (  -- receipts that name no call cover every call of their turn
     from events
     where step = 'transcript.receipt' and tool_call_id is null and idempotency_key is null
     group by turn_id
+),
+
+framework_control_tools(tool_name) as (  -- tools a framework calls to steer its own loop, not to act
+    values ('final_answer'), ('final_result')
 ),
 
 cancelled_but_committed as (
@@ -110,9 +119,11 @@ cancel_not_propagated as (
         ) as evidence
     from cancels as x
     left join running_at_cancel as r using (session_id, turn_id)
-    where not list_contains(x.layers_reached, 'runtime')
+    -- a cancel inferred from a framework's spans: what reached which layer is unknown, not missing
+    where coalesce(x.origin, '') not like 'inferred.%'
+        and (not list_contains(x.layers_reached, 'runtime')
         or (r.running > 0 and not list_contains(x.layers_reached, 'tool'))
-        or len(x.layers_acked) = 0
+        or len(x.layers_acked) = 0)
 ),
 
 eager_side_effect as (
@@ -138,16 +149,26 @@ eager_side_effect as (
         )
 ),
 
-untiered_tool as (
+untiered_tool as (  -- one finding per tool and UTC day, on the day's first call (a fleet calls a tool thousands of
+    -- times; the remedy is one registry entry); a framework's own control tools are no side effect to tier
     select
         'untiered_tool' as kind,
         'low' as severity,
-        session_id, turn_id, tool_call_id, idempotency_key,
-        coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc, failed_hlc) as detected_hlc,
-        format('{} has no tier in its spans nor in the tool registry, so it must be treated as eager and irreversible.',
-            coalesce(tool_name, 'An unnamed tool')) as evidence
-    from calls
-    where tier is null
+        arg_min(session_id, detected_hlc) as session_id,
+        arg_min(turn_id, detected_hlc) as turn_id,
+        arg_min(tool_call_id, detected_hlc) as tool_call_id,
+        arg_min(idempotency_key, detected_hlc) as idempotency_key,
+        min(detected_hlc) as detected_hlc,
+        format('{} has no tier in its spans nor in the tool registry ({} call(s) that day), so turnlens cannot tell '
+            || 'whether it changes anything outside. Add it to tool_registry.toml with its tier (read_only, '
+            || 'button_reversible, soft_irreversible or hard_irreversible).',
+            coalesce(tool_name, 'An unnamed tool'), count(*)) as evidence
+    from (
+        select *, coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc, failed_hlc) as detected_hlc
+        from calls
+        where tier is null and coalesce(tool_name, '') not in (select tool_name from framework_control_tools)
+    )
+    group by tool_name, epoch_ms(detected_hlc >> 16)::date
 ),
 
 missing_idempotency_key as (
@@ -324,28 +345,59 @@ wall_before as (  -- in HLC order, the latest wall clock seen before each row (a
     from carried_clock
 ),
 
-worst_inversion as (  -- per turn, the row the wall clocks contradict most
-    select w.*
+inversions as (  -- per turn, the row the wall clocks contradict most, when by more than normal skew
+    select w.*, w.latest_wall_before - w.wall_ns as inverted_ns
     from wall_before as w, settings as s
-    where w.latest_wall_before - w.wall_ns > s.clock_resolution_ms * 1e6
+    where w.latest_wall_before - w.wall_ns > s.causal_inversion_tolerance_ms * 1e6
     qualify row_number() over (partition by w.turn_id order by w.latest_wall_before - w.wall_ns desc, w.hlc) = 1
 ),
 
-causal_inversion as (
+general_inversion as (
     select
-        'causal_inversion' as kind,
-        'low' as severity,
-        w.session_id, w.turn_id, null as tool_call_id, null as idempotency_key,
-        w.hlc as detected_hlc,
+        w.session_id, w.turn_id, w.hlc as detected_hlc, 'low' as severity,
         format('{} on {} comes before {} on {} by HLC, but the wall clocks put it {} ms later.',
             arg_min(e.name, e.hlc), arg_min(e.node, e.hlc), w.name, w.node,
-            round((w.latest_wall_before - w.wall_ns) / 1e6, 3)) as evidence
-    from worst_inversion as w
+            round(w.inverted_ns / 1e6, 3)) as evidence
+    from inversions as w
     join carried_clock as e  -- the earlier row (by HLC) whose wall clock is that latest one
         on e.turn_id = w.turn_id
         and e.wall_ns = w.latest_wall_before
         and (e.hlc < w.hlc or (e.hlc = w.hlc and e.wall_ns < w.wall_ns))
-    group by w.session_id, w.turn_id, w.hlc, w.name, w.node, w.latest_wall_before, w.wall_ns
+    group by w.session_id, w.turn_id, w.hlc, w.name, w.node, w.inverted_ns
+),
+
+cancel_pair_inversion as (  -- a cancel and a side effect the wall clocks put in the other order: a reader of wall
+    -- clocks would reach the other verdict (committed before or after the cancel), so any amount above the
+    -- clock's resolution counts
+    select
+        x.session_id, x.turn_id, greatest(x.hlc, e.hlc) as detected_hlc, 'medium' as severity,
+        format('{} on {} comes {} {} on {} by HLC, but the wall clocks put it {} ms {}: read by wall clock, the '
+            || 'verdict on the side effect would be the opposite.',
+            x.name, x.node, case when x.hlc < e.hlc then 'before' else 'after' end, e.name, e.node,
+            round(abs(x.wall_ns - e.wall_ns) / 1e6, 3), case when x.hlc < e.hlc then 'later' else 'earlier' end
+        ) as evidence
+    from carried_clock as x
+    join carried_clock as e on e.turn_id = x.turn_id, settings as s
+    where x.name = 'cancel.requested'
+        and e.name in ('tool.dispatched', 'tool.committed', 'third_party.ack')
+        and ((x.hlc < e.hlc and x.wall_ns > e.wall_ns) or (x.hlc > e.hlc and x.wall_ns < e.wall_ns))
+        and abs(x.wall_ns - e.wall_ns) > s.clock_resolution_ms * 1e6
+    qualify row_number() over (partition by x.turn_id order by abs(x.wall_ns - e.wall_ns) desc, e.hlc) = 1
+),
+
+causal_inversion as (  -- one per turn: the cancel pair when there is one (it changes a verdict), else the worst
+    select
+        'causal_inversion' as kind,
+        severity,
+        session_id, turn_id, null as tool_call_id, null as idempotency_key,
+        detected_hlc,
+        evidence
+    from (
+        select *, 1 as preference from cancel_pair_inversion
+        union all by name
+        select *, 2 as preference from general_inversion
+    )
+    qualify row_number() over (partition by turn_id order by preference) = 1
 ),
 
 findings as (

@@ -8,6 +8,8 @@
 --   slo_cancel_to_ack_objective: the share of cancels that must stay under it.
 --   partial_store_target: the partial-store hit rate to stay under.
 --   clock_resolution_ms: wall-clock disagreement with HLC order below this is no causal inversion.
+--   causal_inversion_tolerance_ms: wall-clock disagreement with HLC order that is normal cross-channel skew; above it
+--     a causal inversion (a cancel against a side effect counts from clock_resolution_ms).
 create or replace view settings as
 with stored as (
     select
@@ -21,7 +23,8 @@ with stored as (
         max(value) filter (where name = 'slo_cancel_to_ack_ms') as slo_cancel_to_ack_ms,
         max(value) filter (where name = 'slo_cancel_to_ack_objective') as slo_cancel_to_ack_objective,
         max(value) filter (where name = 'partial_store_target') as partial_store_target,
-        max(value) filter (where name = 'clock_resolution_ms') as clock_resolution_ms
+        max(value) filter (where name = 'clock_resolution_ms') as clock_resolution_ms,
+        max(value) filter (where name = 'causal_inversion_tolerance_ms') as causal_inversion_tolerance_ms
     from turnlens_settings
 ),
 
@@ -38,7 +41,9 @@ overridden as (  -- a session's own SET VARIABLE wins over the catalog
         coalesce(getvariable('slo_cancel_to_ack_objective')::double, slo_cancel_to_ack_objective)
             as slo_cancel_to_ack_objective,
         coalesce(getvariable('partial_store_target')::double, partial_store_target) as partial_store_target,
-        coalesce(getvariable('clock_resolution_ms')::double, clock_resolution_ms) as clock_resolution_ms
+        coalesce(getvariable('clock_resolution_ms')::double, clock_resolution_ms) as clock_resolution_ms,
+        coalesce(getvariable('causal_inversion_tolerance_ms')::double, causal_inversion_tolerance_ms, 50)
+            as causal_inversion_tolerance_ms
     from stored
 )
 
@@ -51,5 +56,6 @@ select
     slo_cancel_to_ack_ms,
     slo_cancel_to_ack_objective,
     partial_store_target,
-    clock_resolution_ms
+    clock_resolution_ms,
+    causal_inversion_tolerance_ms
 from overridden;

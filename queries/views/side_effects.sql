@@ -12,11 +12,12 @@
 --   requires_approval: whether a commit needs approval.granted first (always for hard_irreversible).
 --   side_effecting: the tier is above read_only.
 --   idempotency_key: turnlens.idempotency_key of the call; null when it never carried one.
---   status: the furthest phase reached: compensated, committed, failed, discarded, prepared, dispatched, buffered; for a framework tool span without lifecycle events: succeeded, failed or running.
+--   status: the furthest phase reached: compensated, committed, failed, discarded, prepared, dispatched, buffered; for a framework tool span without lifecycle events: committed (side-effecting tier, inferred), succeeded, failed or running.
 --   buffered_hlc: tool.buffered (speculative call queued).
 --   dispatched_hlc: tool.dispatched, else the start of a framework tool span.
 --   prepared_hlc: tool.prepared.
---   committed_hlc: the first tool.committed.
+--   committed_hlc: the first tool.committed; for a framework tool span of a side-effecting tier that ended without
+--     error and without lifecycle events, the end of its span (commit_inferred).
 --   compensated_hlc: the first tool.compensated.
 --   compensation_failed_hlc: the first tool.compensation_failed.
 --   discarded_hlc: tool.discarded.
@@ -40,6 +41,7 @@
 --   tool_span_ms: wall time from the first tool-layer span start to the last tool-layer span end of the call; null while a tool span is open.
 --   open_tool_spans: tool-layer spans of the call that never ended.
 --   ordering: hlc when the call's rows carry HLC, wall_clock when none does.
+--   commit_inferred: the commit is inferred from a framework's successful tool span, not declared by tool.committed.
 -- side_effects_of(rows): the ledger over any relation with turn_events' columns, named by string:
 -- divergences passes the turn_events it has already computed, so the events are derived once per query.
 create or replace macro side_effects_of(rows) as table
@@ -105,6 +107,7 @@ phases as (
         min(wall_ns) as started_ns,
         min(wall_ns) filter (where source = 'span_start' and layer = 'tool') as tool_span_start_ns,
         max(wall_ns) filter (where source = 'span_end' and layer = 'tool') as tool_span_end_ns,
+        max(order_hlc) filter (where source = 'span_end' and layer = 'tool') as tool_span_end_hlc,
         count(*) filter (where source = 'span_start' and layer = 'tool')
             - count(*) filter (where source = 'span_end' and layer = 'tool') as open_tool_spans,
         bool_or(status_code = 'error' and layer = 'tool') as tool_span_error,
@@ -124,6 +127,22 @@ with_registry as (  -- the registry fills in what the spans leave out
             or coalesce(p.span_tier, r.tier) = 'hard_irreversible' as requires_approval
     from phases as p
     left join tool_registry_entries as r on r.tool_name = p.tool_name
+),
+
+with_commit as (  -- a framework tool span without lifecycle events that ended without error: for a side-effecting
+    -- tier, the side effect happened when it ended (inferred: no tool.committed says so)
+    select
+        *,
+        coalesce(
+            committed_hlc is null
+                and lifecycle_steps = 0
+                and open_tool_spans = 0
+                and tool_span_end_hlc is not null
+                and not coalesce(tool_span_error, false)
+                and tier in ('button_reversible', 'soft_irreversible', 'hard_irreversible'),
+            false
+        ) as commit_inferred
+    from with_registry
 )
 
 select
@@ -140,7 +159,7 @@ select
     idempotency_key,
     case
         when compensated_hlc is not null then 'compensated'
-        when committed_hlc is not null then 'committed'
+        when committed_hlc is not null or commit_inferred then 'committed'
         when failed_hlc is not null then 'failed'
         when discarded_hlc is not null then 'discarded'
         when prepared_hlc is not null then 'prepared'
@@ -153,12 +172,12 @@ select
     buffered_hlc,
     coalesce(dispatched_event_hlc, case when lifecycle_steps = 0 then tool_span_start_hlc end) as dispatched_hlc,
     prepared_hlc,
-    committed_hlc,
+    case when commit_inferred then tool_span_end_hlc else committed_hlc end as committed_hlc,
     compensated_hlc,
     compensation_failed_hlc,
     discarded_hlc,
     failed_hlc,
-    commits,
+    case when commit_inferred then 1 else commits end as commits,
     compensations,
     tool_cancelled,
     approval_requested_hlc,
@@ -176,8 +195,9 @@ select
     started_ns,
     case when open_tool_spans = 0 then (tool_span_end_ns - tool_span_start_ns) / 1e6 end as tool_span_ms,
     open_tool_spans,
-    case when has_hlc then 'hlc' else 'wall_clock' end as ordering
-from with_registry;
+    case when has_hlc then 'hlc' else 'wall_clock' end as ordering,
+    commit_inferred
+from with_commit;
 
 create or replace view side_effects as
 select * from side_effects_of('turn_events');

@@ -5,10 +5,12 @@
 --   trace_id: the trace of the span the row comes from.
 --   span_id: the span the row comes from.
 --   parent_span_id: that span's parent.
---   source: span_start, span_end or event.
+--   source: span_start, span_end, event, or inferred (a cancel a framework's spans show without declaring it:
+--     inferred_cancels_from).
 --   event_index: the event's position in its span (1-based); 0 for a span start, null for a span end.
 --   name: the event name, or the span name for span starts and ends.
---   step: the contract step this row is (cancel.requested, tool.committed, ...); null for plain span starts and ends.
+--   step: the contract step this row is (cancel.requested, tool.committed, ...); null for plain span starts and ends,
+--     and for the events frameworks log that are no step (exception, stream chunks, GenAI content events).
 --   layer: the span's layer (http, stream, runtime, tool, third_party, billing); null when nothing tells.
 --   node: service.instance.id (else service.name): whose clock stamped the row.
 --   service_name: service.name of the emitting resource.
@@ -21,7 +23,9 @@
 --   order_hlc: the packed HLC the timelines sort on: hlc, else derived as hlc_source says.
 --   hlc_ms: the physical part of order_hlc, Unix milliseconds.
 --   skew_ms: the carried HLC's physical part minus the row's own wall clock, in ms; null without a carried HLC.
---   tool_call_id: gen_ai.tool.call.id (of the event, else of its span; a framework tool span without one is named by its span_id).
+--   tool_call_id: gen_ai.tool.call.id (of the event, else of its span; OpenInference's tool_call.id); a framework tool
+--     span without one takes the id of the call the model requested for that tool in the turn (the n-th run of a
+--     tool the n-th request of it: llm.output_messages...tool_call.id, gen_ai.output.messages), else its span_id.
 --   tool_name: gen_ai.tool.name, else OpenInference tool.name.
 --   idempotency_key: turnlens.idempotency_key.
 --   tier: turnlens.tool.tier as the span says it (the registry fills gaps later, in side_effects).
@@ -29,7 +33,8 @@
 --   billable: turnlens.tool.billable.
 --   requires_approval: turnlens.tool.requires_approval.
 --   cancel_origin: turnlens.cancel.origin (user_clicked / user_typed / timeout / client_disconnect).
---   finish_reason: the first of gen_ai.response.finish_reasons (stop / cancelled / error).
+--   finish_reason: the first of gen_ai.response.finish_reasons (stop / cancelled / error; also when a framework sends
+--     the list as JSON text); on a model call's span, its finish reason as the framework's convention gives it.
 --   stream_tokens: turnlens.stream.tokens, tokens sent so far.
 --   third_party_status: turnlens.third_party.status (e.g. 250 OK).
 --   replayed: turnlens.third_party.replayed: the idempotency key de-duplicated this acknowledgement.
@@ -38,6 +43,200 @@
 --   billing_tokens: turnlens.billing.tokens.
 --   input_kind: turnlens.input.kind (message / typing).
 --   attributes: the row's own attributes as JSON (the event's, or the span's for starts and ends).
+--   input_tokens: on a model call's span start, the input tokens it reports (gen_ai.usage.input_tokens,
+--     OpenInference llm.token_count.prompt, gen_ai.usage.prompt_tokens); null elsewhere or when not reported.
+--   output_tokens: the same for output tokens (gen_ai.usage.output_tokens, llm.token_count.completion,
+--     gen_ai.usage.completion_tokens).
+--   reported_cost: on a model call's span start, the cost it reports (pydantic-ai / Logfire operation.cost,
+--     OpenInference llm.cost.total).
+--   model_call: the row is a model call's span start (is_model_span).
+-- What the agent frameworks' own conventions say, read where the span contract is silent (docs/frameworks.md):
+-- which spans are model calls and agent runs, which model calls completed, which tool calls the model requested,
+-- how many tokens a model call used, and the cancellations their spans let one infer.
+
+-- is_model_span(attributes): a model call: GenAI chat / text_completion / generate_content, OpenInference LLM,
+-- Traceloop's llm.request.type.
+create or replace macro is_model_span(attributes) as (
+    coalesce(
+        json_extract_string(attributes, '$."gen_ai.operation.name"') in ('chat', 'text_completion', 'generate_content')
+        or json_extract_string(attributes, '$."openinference.span.kind"') = 'LLM'
+        or json_extract_string(attributes, '$."llm.request.type"') in ('chat', 'completion'),
+        false
+    )
+);
+
+-- model_finish_reason(attributes): the first finish reason of a model call: gen_ai.response.finish_reasons (a list,
+-- or Logfire's JSON text of one), else the finish_reason of gen_ai.output.messages, else Traceloop's
+-- gen_ai.completion.0.finish_reason; an OpenInference model call with output (messages, output.value, or a completion
+-- token count when content is hidden) counts as `stop`.
+create or replace macro model_finish_reason(attributes) as (
+    coalesce(
+        json_extract_string(attributes, '$."gen_ai.response.finish_reasons"[0]'),
+        json_extract_string(json_extract_string(attributes, '$."gen_ai.response.finish_reasons"'), '$[0]'),
+        case when starts_with(json_extract_string(attributes, '$."gen_ai.response.finish_reasons"'), '[') then null
+            else json_extract_string(attributes, '$."gen_ai.response.finish_reasons"') end,
+        -- Traceloop writes an empty finish reason for a stream cut short
+        nullif(json_extract_string(json_extract_string(attributes, '$."gen_ai.output.messages"'), '$[-1].finish_reason'), ''),
+        nullif(json_extract_string(attributes, '$."gen_ai.completion.0.finish_reason"'), ''),
+        case when json_extract_string(attributes, '$."llm.output_messages.0.message.role"') is not null
+            or json_extract_string(attributes, '$."output.value"') is not null
+            or json_extract_string(attributes, '$."llm.token_count.completion"') is not null then 'stop' end
+    )
+);
+
+-- is_cancellation(type_or_message): an exception that means "cancelled": asyncio's CancelledError, a generator
+-- closed early (GeneratorExit), whatever module path the framework writes before them.
+create or replace macro is_cancellation(text) as (
+    coalesce(regexp_matches(text, '(^|[.\s])(CancelledError|GeneratorExit)\b'), false)
+);
+
+-- requested_tool_calls(attributes): [{id, name}] of the tool calls a model call asked for: OpenInference's
+-- llm.output_messages.N.message.tool_calls.M.tool_call.{id, function.name}, Traceloop's
+-- gen_ai.completion.N.tool_calls.M.{id, name}, the GenAI gen_ai.output.messages tool_call parts.
+create or replace macro requested_tool_calls(attributes) as (
+    list_concat(
+        list_transform(
+            list_filter(json_keys(attributes), lambda k: k like 'llm.output_messages.%.tool_call.id'
+                or (k like 'gen_ai.completion.%.tool_calls.%.id')),
+            lambda k: struct_pack(
+                id := json_extract_string(attributes, '$."' || k || '"'),
+                name := coalesce(
+                    json_extract_string(attributes, '$."' || replace(k, 'tool_call.id', 'tool_call.function.name') || '"'),
+                    json_extract_string(attributes, '$."' || regexp_replace(k, '\.id$', '.name') || '"')
+                )
+            )
+        ),
+        coalesce(list_transform(
+            list_filter(
+                cast(json_extract(json_extract_string(attributes, '$."gen_ai.output.messages"'), '$[*].parts[*]') as json[]),
+                lambda p: json_extract_string(p, '$.type') = 'tool_call'
+            ),
+            lambda p: struct_pack(id := json_extract_string(p, '$.id'), name := json_extract_string(p, '$.name'))
+        ), [])
+    )
+);
+
+-- framework_input_of(spans): the narrow columns the framework readings need, once per query: the attributes, status
+-- message and exception events of spans without HLC only (a contract span says what it means itself).
+create or replace macro framework_input_of(spans) as table
+select
+    session_id, turn_id, trace_id, span_id, parent_span_id, name, kind, status_code, layer, node, service_name,
+    start_time_unix_nano, end_time_unix_nano, hlc,
+    case when hlc is null then attributes end as attributes,
+    case when hlc is null then status_message end as status_message,
+    case when hlc is null then list_filter(events, lambda e: e.name = 'exception') else [] end as events
+from query_table(spans);
+
+-- inferred_cancels_from(spans): rows in turn_events' shape (source `inferred`) for the cancellations a framework's
+-- spans show without declaring them, in turns whose spans carry no HLC (a contract turn declares its cancels).
+-- A cancel.requested row at the earliest signal, its cancel_origin saying which signal it is:
+--   inferred.exception: a span ended with a cancellation exception (CancelledError, GeneratorExit) as an exception
+--     event or its status message; at the first such exception.
+--   inferred.error_finish_reason: a model call finished with finish reason error or cancelled; at its end.
+--   inferred.no_finish_reason: the last model call of the turn ended without a finish reason (a stream cut short);
+--     at its end.
+--   inferred.span_never_ended: a span never ended although its parent did, or an agent run ended with nothing under
+--     it (its model call never ended, so the SDK never exported it); at the parent's end.
+-- And a cancel.acknowledged row at the end of each span that ended by the cancellation exception (it stopped
+-- because of it), so cancel-to-ack is the time from the first cancellation to the last span it stopped; without an
+-- exception nothing shows when the cancel was acknowledged, and cancel_to_ack_ms is null (unknown).
+create or replace macro inferred_cancels_from(spans) as table
+with input as materialized (  -- read once: every CTE below reads it again
+    select * from framework_input_of(spans)
+),
+
+contract_turns as (
+    select distinct turn_id from input where hlc is not null
+),
+
+framework_spans as (
+    select
+        s.session_id, s.turn_id, s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.status_code, s.layer,
+        s.node, s.service_name, s.start_time_unix_nano, s.end_time_unix_nano,
+        coalesce(
+            list_min(list_transform(
+                list_filter(s.events, lambda e: e.name = 'exception'
+                    and is_cancellation(json_extract_string(e.attributes, '$."exception.type"'))),
+                lambda e: e.time_unix_nano)),
+            case when s.status_code = 'error' and is_cancellation(s.status_message) then s.end_time_unix_nano end
+        ) as cancel_exception_ns,
+        is_model_span(s.attributes) as model_span,
+        is_run_span(s.attributes) as run_span,
+        case when is_model_span(s.attributes) then model_finish_reason(s.attributes) end as finish_reason
+    from input as s
+    anti join contract_turns as c using (turn_id)
+),
+
+childless_runs as (  -- an agent run that ended with nothing under it: its model call never ended
+    select r.session_id, r.turn_id, r.span_id, r.layer, r.end_time_unix_nano as ns
+    from framework_spans as r
+    anti join framework_spans as c on c.trace_id = r.trace_id and c.parent_span_id = r.span_id
+    where r.run_span and r.end_time_unix_nano is not null
+),
+
+orphans as (  -- a span that never ended under a parent that did
+    select c.session_id, c.turn_id, p.span_id, p.layer, p.end_time_unix_nano as ns
+    from framework_spans as c
+    join framework_spans as p on p.trace_id = c.trace_id and p.span_id = c.parent_span_id
+    where c.end_time_unix_nano is null and p.end_time_unix_nano is not null
+),
+
+last_model as (
+    select
+        session_id, turn_id,
+        arg_max(struct_pack(span_id := span_id, layer := layer, ns := end_time_unix_nano, reason := finish_reason),
+            start_time_unix_nano) as call
+    from framework_spans
+    where model_span and end_time_unix_nano is not null
+    group by session_id, turn_id
+),
+
+signals as (
+    select session_id, turn_id, span_id, layer, cancel_exception_ns as ns, 'inferred.exception' as origin, 1 as rank
+    from framework_spans where cancel_exception_ns is not null
+    union all
+    select session_id, turn_id, span_id, layer, end_time_unix_nano, 'inferred.error_finish_reason', 2
+    from framework_spans where model_span and finish_reason in ('error', 'cancelled') and end_time_unix_nano is not null
+    union all
+    select session_id, turn_id, call.span_id, call.layer, call.ns, 'inferred.no_finish_reason', 3
+    from last_model where call.reason is null
+    union all
+    select session_id, turn_id, span_id, layer, ns, 'inferred.span_never_ended', 4 from orphans
+    union all
+    select session_id, turn_id, span_id, layer, ns, 'inferred.span_never_ended', 4 from childless_runs
+),
+
+first_signal as (
+    select session_id, turn_id, arg_min(struct_pack(span_id := span_id, layer := layer, ns := ns, origin := origin),
+        struct_pack(ns := ns, rank := rank)) as first
+    from signals
+    group by session_id, turn_id
+),
+
+requested as (
+    select f.session_id, f.turn_id, f.first.span_id as span_id, f.first.layer as layer, f.first.ns as wall_ns,
+        'cancel.requested' as step, f.first.origin as cancel_origin
+    from first_signal as f
+),
+
+acknowledged as (
+    select s.session_id, s.turn_id, s.span_id, s.layer, s.end_time_unix_nano as wall_ns,
+        'cancel.acknowledged' as step, r.cancel_origin
+    from framework_spans as s
+    join requested as r using (session_id, turn_id)
+    where s.cancel_exception_ns is not null and s.end_time_unix_nano >= r.wall_ns
+)
+
+select
+    x.session_id, x.turn_id, s.trace_id, x.span_id, s.parent_span_id,
+    'inferred' as source, null::bigint as event_index, x.step as name, x.step, x.layer, s.node, s.service_name,
+    s.name as span_name, s.kind as span_kind, s.status_code, x.wall_ns, null::bigint as hlc,
+    'wall_clock' as hlc_source, (x.wall_ns // 1000000) << 16 as order_hlc, x.wall_ns // 1000000 as hlc_ms,
+    null::double as skew_ms, x.cancel_origin,
+    json_object('turnlens.cancel.origin', x.cancel_origin) as attributes
+from (select * from requested union all select * from acknowledged) as x
+join framework_spans as s using (turn_id, span_id);
+
 -- turn_events_from(spans): the same rows over a relation with the spans view's columns, named by string
 -- (turn_events_in passes a list's traces; the materialised views' fresh part passes its own, derived/fresh.sql).
 create or replace macro turn_events_from(spans) as table
@@ -63,7 +262,8 @@ typed_spans as (  -- what a span's events inherit from it (tool identity), as sc
         inherited[6] as inherited_dispatch,
         inherited[7] as inherited_billable,
         inherited[8] as inherited_requires_approval,
-        inherited[9] as inherited_cancel_origin
+        inherited[9] as inherited_cancel_origin,
+        inherited[10] as inherited_oi_call_id
     from (
         select
             session_id, turn_id, trace_id, span_id, parent_span_id, name as span_name, kind as span_kind,
@@ -83,8 +283,9 @@ typed_spans as (  -- what a span's events inherit from it (tool identity), as sc
             json_extract_string(attributes, [
                 '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
                 '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
-                '$."turnlens.tool.requires_approval"', '$."turnlens.cancel.origin"'
-            ]) as inherited
+                '$."turnlens.tool.requires_approval"', '$."turnlens.cancel.origin"', '$."tool_call.id"'
+            ]) as inherited,
+            hlc is null and is_model_span(attributes) as model_span  -- a framework's (a contract span has HLC)
         from query_table(spans)
     )
 ),
@@ -104,7 +305,10 @@ all_rows as (  -- each row's own attributes parsed once: the event's, or the spa
             '$."gen_ai.response.finish_reasons"[0]', '$."gen_ai.response.finish_reasons"',
             '$."turnlens.stream.tokens"', '$."turnlens.third_party.status"', '$."turnlens.third_party.replayed"',
             '$."turnlens.billing.kind"', '$."turnlens.billing.amount"', '$."turnlens.billing.tokens"',
-            '$."turnlens.input.kind"'
+            '$."turnlens.input.kind"',
+            '$."gen_ai.usage.input_tokens"', '$."llm.token_count.prompt"', '$."gen_ai.usage.prompt_tokens"',
+            '$."gen_ai.usage.output_tokens"', '$."llm.token_count.completion"', '$."gen_ai.usage.completion_tokens"',
+            '$."operation.cost"', '$."llm.cost.total"'
         ]) as own,
         own_attributes as attributes
     from (
@@ -114,7 +318,8 @@ all_rows as (  -- each row's own attributes parsed once: the event's, or the spa
             r.event_index as event_index,
             r.name as name,
             case
-                when r.source = 'event' then r.name
+                when r.source = 'event' and not (r.name = 'exception' or r.name ilike '%chunk%'
+                    or starts_with(r.name, 'gen_ai.')) then r.name
                 -- a lifecycle step emitted as its own span (the contract's event names, kernel/contract.py)
                 when r.source = 'span_start' and r.name in (select step from contract_steps) then r.name
             end as step,
@@ -138,9 +343,55 @@ clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by
             ((span_hlc >> 16) + (wall_ns - start_time_unix_nano) // 1000000) << 16,
             (wall_ns // 1000000) << 16
         ) as order_hlc,
-        coalesce(own[1], inherited_call_id) as named_call_id,
+        coalesce(own[1], inherited_call_id, inherited_oi_call_id) as named_call_id,
         coalesce(own[2], own[3], inherited_tool_name, inherited_oi_tool_name) as any_tool_name
     from all_rows
+),
+
+framework_input as materialized (  -- what the framework readings below need, read once
+    select * from framework_input_of(spans)
+),
+
+requested_calls as (  -- the tool calls the models of a turn asked for, the n-th request of each tool numbered n
+    select
+        turn_id, call.name as tool_name, call.id as call_id,
+        row_number() over (partition by turn_id, call.name order by start_time_unix_nano, position) as nth
+    from (
+        select turn_id, start_time_unix_nano, unnest(calls) as call, generate_subscripts(calls, 1) as position
+        from (
+            select turn_id, start_time_unix_nano, requested_tool_calls(attributes) as calls
+            from framework_input
+            where contains(attributes, 'tool_call') and is_model_span(attributes)
+        )
+    )
+    where call.id is not null
+),
+
+unnamed_tool_spans as (  -- tool spans that name no call (OpenInference, Traceloop), the n-th run of each tool numbered n
+    select
+        trace_id, span_id, turn_id, tool_name,
+        row_number() over (partition by turn_id, tool_name order by start_time_unix_nano, span_id) as nth
+    from (
+        select
+            trace_id, span_id, turn_id, start_time_unix_nano,
+            coalesce(json_extract_string(attributes, '$."gen_ai.tool.name"'), json_extract_string(attributes, '$."tool.name"'))
+                as tool_name
+        from framework_input
+        where layer = 'tool' and not contains(attributes, 'call.id"')
+    )
+    where tool_name is not null
+),
+
+joined_calls as (  -- each such span under the id of the call the model requested
+    select u.trace_id, u.span_id, r.call_id
+    from unnamed_tool_spans as u
+    join requested_calls as r using (turn_id, tool_name, nth)
+),
+
+contract_rows as (
+    select c.*, j.call_id as requested_call_id
+    from clocked as c
+    left join joined_calls as j using (trace_id, span_id)
 )
 
 select
@@ -165,8 +416,8 @@ select
     order_hlc,
     order_hlc >> 16 as hlc_ms,
     ((own_hlc >> 16) * 1000000 - wall_ns) / 1e6 as skew_ms,
-    coalesce(named_call_id, case when layer = 'tool' and any_tool_name is not null then span_id end)
-        as tool_call_id,
+    coalesce(named_call_id, case when layer = 'tool' and any_tool_name is not null
+        then coalesce(requested_call_id, span_id) end) as tool_call_id,
     any_tool_name as tool_name,
     coalesce(own[4], inherited_idempotency_key) as idempotency_key,
     coalesce(own[5], inherited_tier) as tier,
@@ -174,7 +425,11 @@ select
     try_cast(coalesce(own[7], inherited_billable) as boolean) as billable,
     try_cast(coalesce(own[8], inherited_requires_approval) as boolean) as requires_approval,
     coalesce(own[9], inherited_cancel_origin) as cancel_origin,
-    coalesce(own[10], own[11]) as finish_reason,
+    coalesce(
+        own[10],
+        case when starts_with(own[11], '[') then json_extract_string(own[11], '$[0]') else own[11] end,
+        case when model_span and source <> 'event' then model_finish_reason(attributes) end
+    ) as finish_reason,
     try_cast(own[12] as bigint) as stream_tokens,
     own[13] as third_party_status,
     try_cast(own[14] as boolean) as replayed,
@@ -182,8 +437,17 @@ select
     try_cast(own[16] as double) as billing_amount,
     try_cast(own[17] as bigint) as billing_tokens,
     own[18] as input_kind,
-    attributes
-from clocked;
+    attributes,
+    case when model_span and source = 'span_start' then try_cast(coalesce(own[19], own[20], own[21]) as bigint) end
+        as input_tokens,
+    case when model_span and source = 'span_start' then try_cast(coalesce(own[22], own[23], own[24]) as bigint) end
+        as output_tokens,
+    case when model_span and source = 'span_start' then try_cast(coalesce(own[25], own[26]) as double) end
+        as reported_cost,
+    model_span and source = 'span_start' as model_call
+from contract_rows
+union all by name
+select * from inferred_cancels_from('framework_input');
 
 -- turn_events_in(traces): the same rows for the traces of a list only (null: every trace); see spans_in.
 create or replace macro turn_events_in(traces) as table

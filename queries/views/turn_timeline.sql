@@ -1,4 +1,4 @@
--- turn_timeline: one row per event of a turn (span starts and ends, span events) in causal order, numbered, with the wall-clock order beside it.
+-- turn_timeline: one row per event of a turn (span starts and ends, span events, inferred cancels; not the events frameworks log that are no step) in causal order, numbered, with the wall-clock order beside it.
 -- Causal order is the HLC (order_hlc); a turn with no HLC at all is ordered by wall clock and says so in `ordering`.
 -- Ties (two events in the same millisecond and logical tick) fall back to wall clock, then to span and event position.
 --   session_id: the session.
@@ -7,7 +7,7 @@
 --   wall_seq: position in the turn's wall-clock order, from 1; where it differs from seq the wall clocks tell another story.
 --   ordering: hlc, or wall_clock when none of the turn's rows carries an HLC.
 --   offset_ms: ms since the turn's first event, on the HLC's physical part.
---   source: span_start, span_end or event.
+--   source: span_start, span_end, event, or inferred (a cancel inferred from a framework's spans).
 --   name: the event name, or the span name for span starts and ends.
 --   step: the contract step (cancel.requested, tool.committed, ...), null for plain span starts and ends.
 --   layer: the layer that logged it.
@@ -39,6 +39,9 @@ with rows_of_turn as (
         *,
         bool_or(hlc is not null) over (partition by turn_id) as turn_has_hlc
     from turn_events_in(traces)
+    -- the events a framework logs that are no step (exception, stream chunks, GenAI content events: turn_events
+    -- gives them no step) are noise on a timeline; a cancellation among them shows as its inferred cancel row
+    where not (source = 'event' and step is null)
 ),
 
 numbered as (

@@ -7,8 +7,14 @@
 --   tokens_billed: the sum of turnlens.billing.tokens of token charges; null when none was charged.
 --   token_cost: the sum of turnlens.billing.amount of token charges; null when none.
 --   side_effect_cost: the sum of turnlens.billing.amount of side-effect charges; null when none.
---   total_cost: token_cost plus side_effect_cost, nulls counting as nothing; null when neither is known.
---   usage: known (tokens were billed), partial (only the stream's progress tells how many tokens), unknown (neither).
+--   total_cost: token_cost (else reported_cost) plus side_effect_cost, nulls counting as nothing; null when none is known.
+--   usage: known (tokens were billed, or every model call of a turn not cancelled reported its tokens), partial (only
+--     the stream's progress, or some of the model calls, tell how many tokens), unknown (nothing does).
+--   input_tokens: the input tokens the turn's model calls reported (GenAI gen_ai.usage.input_tokens, OpenInference
+--     llm.token_count.prompt, ...: turn_events); null when none reported any.
+--   output_tokens: the same for output tokens.
+--   reported_cost: the cost the model calls reported (pydantic-ai / Logfire operation.cost, OpenInference
+--     llm.cost.total); null when none did.
 -- turn_usage_of(rows, acks): the same rows over any relation with turn_events' columns and one with cancel_acks' columns,
 -- each named by string (turn_events and cancel_acks for the view; a named query passes one turn's).
 create or replace macro turn_usage_of(rows, acks) as table
@@ -27,10 +33,16 @@ usage_rows as (
         sum(e.billing_tokens) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as tokens_billed,
         sum(e.billing_amount) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as token_cost,
         sum(e.billing_amount) filter (where e.step = 'billing.charged' and e.billing_kind is distinct from 'tokens')
-            as side_effect_cost
+            as side_effect_cost,
+        sum(e.input_tokens) as input_tokens,
+        sum(e.output_tokens) as output_tokens,
+        sum(e.reported_cost) as reported_cost,
+        count(*) filter (where e.model_call) as model_calls,
+        count(*) filter (where e.model_call and (e.input_tokens is not null or e.output_tokens is not null))
+            as model_calls_reporting
     from query_table(rows) as e
     left join query_table(acks) as x using (session_id, turn_id)
-    where e.step in ('stream.progress', 'billing.charged')
+    where e.step in ('stream.progress', 'billing.charged') or e.model_call
     group by e.session_id, e.turn_id
 )
 
@@ -43,13 +55,17 @@ select
     u.tokens_billed,
     u.token_cost,
     u.side_effect_cost,
-    case when u.token_cost is not null or u.side_effect_cost is not null
-        then coalesce(u.token_cost, 0) + coalesce(u.side_effect_cost, 0) end as total_cost,
+    case when coalesce(u.token_cost, u.reported_cost) is not null or u.side_effect_cost is not null
+        then coalesce(u.token_cost, u.reported_cost, 0) + coalesce(u.side_effect_cost, 0) end as total_cost,
     case
         when u.tokens_billed is not null then 'known'
-        when u.tokens_streamed is not null then 'partial'
+        when u.model_calls_reporting > 0 and u.model_calls_reporting = u.model_calls and x.turn_id is null then 'known'
+        when u.tokens_streamed is not null or u.model_calls_reporting > 0 then 'partial'
         else 'unknown'
-    end as usage
+    end as usage,
+    u.input_tokens,
+    u.output_tokens,
+    u.reported_cost
 from turn_keys as t
 left join usage_rows as u using (session_id, turn_id)
 left join query_table(acks) as x using (session_id, turn_id);

@@ -38,6 +38,7 @@ def test_every_named_query_binds_against_the_views(store: Path) -> None:
         "from_ms": None,
         "to_ms": None,
         "bucket_ms": 60_000,
+        "window_size": "5m",
         "session": "",
         "turn": "",
         "statuses": [],

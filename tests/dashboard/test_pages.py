@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -70,7 +71,9 @@ def test_a_filter_chosen_on_the_page_lands_in_the_url(store: Path) -> None:
 def test_turn_detail_shows_the_commit_after_the_stop(store: Path) -> None:
     session_id, turn_id = CANCELLED
     at = open_page("turn_detail", session=session_id, turn=turn_id)
-    assert metric(at, "After the stop") == "1"
+    assert metric(at, "Committed despite the stop") == "1"
+    [tile] = [m for m in at.metric if m.label == "Committed despite the stop"]
+    assert tile.delta.startswith("1 after it · 0 before it")  # the tile and the finding tell one story
     assert metric(at, "Tokens before stop") == "120"
     findings = "\n".join(e.value for e in at.error)
     assert "cancelled_but_committed" in findings and "send_invoice" in findings
@@ -82,7 +85,7 @@ def test_turn_detail_shows_the_commit_after_the_stop(store: Path) -> None:
 def test_a_clean_turn_has_no_findings(store: Path) -> None:
     session_id, turn_id = CLEAN
     at = open_page("turn_detail", session=session_id, turn=turn_id)
-    assert metric(at, "After the stop") == "0"
+    assert metric(at, "Committed despite the stop") == "0"
     assert not at.error
 
 
@@ -149,3 +152,65 @@ def test_pages_say_how_fresh_the_snapshot_is(store: Path, snapshot_store: Path, 
     assert "as of the snapshot of spans received up to" in texts(at)
     assert metric(at, "Turns") == "2" and metric(at, "Cancels") == "1"  # the same figures, from the snapshot
     assert "as of the snapshot" in texts(open_page("turns"))
+
+
+def time_range(at: AppTest) -> str:
+    [picker] = [s for s in at.selectbox if s.label == "Time range"]
+    return str(picker.value)
+
+
+def _frame_with(at: AppTest, column: str) -> pd.DataFrame:
+    [frame] = [d.value for d in at.dataframe if column in d.value.columns]
+    return frame
+
+
+def test_turn_detail_details_the_commit_span_and_the_one_in_the_url(store: Path) -> None:
+    session_id, turn_id = CANCELLED
+    at = open_page("turn_detail", session=session_id, turn=turn_id)
+    # on arrival the span whose commit stood despite the stop is selected: its attributes and events show
+    attributes = _frame_with(at, "attribute")
+    assert "send_invoice" in set(attributes["value"])
+    assert "tool.committed" in set(_frame_with(at, "event")["event"])
+    facts = dict(zip(*_frame_with(at, "field").T.values, strict=True))
+    assert facts["layer"] == "tool" and facts["starts (HLC)"].startswith("2026-11-18T")  # a time
+    other = next(s for s in _frame_with(at, "clock_inversion")["span_id"] if s != facts["span id"])
+    at = open_page("turn_detail", session=session_id, turn=turn_id, span=other)
+    assert dict(zip(*_frame_with(at, "field").T.values, strict=True))["span id"] == other
+    at = open_page("turn_detail", session=session_id, turn=turn_id, span="nope")
+    assert "No span `nope`" in at.warning[0].value
+
+
+def test_turns_table_shows_what_an_sre_filters_on(store: Path) -> None:
+    table = open_page("turns", status="cancelled").dataframe[0].value
+    row = table.iloc[0]
+    assert row["session_id"] == CANCELLED[0]
+    assert "send_invoice" in list(row["tools"])
+    assert "cancelled_but_committed" in list(row["finding_kinds"])
+    assert "send_invoice" in row["evidence"]
+
+
+def test_unknown_link_values_are_reported_and_fall_back(store: Path) -> None:
+    at = open_page("overview", range="lolwut")
+    assert "`lolwut`" in at.warning[0].value and "showing `all`" in at.warning[0].value
+    assert time_range(at) == "all"
+    assert metric(at, "Turns") == "2"
+    at = open_page("turns", kind="bogus", status="cancelled", tier="sideways")
+    warnings = "\n".join(w.value for w in at.warning)
+    assert "`bogus` for `kind`" in warnings and "`sideways` for `tier`" in warnings
+    assert list(at.dataframe[0].value["turn_id"]) == [CANCELLED[1]]  # the known value still filters
+
+
+def test_an_absolute_time_range_from_the_link(store: Path) -> None:
+    at = open_page("turns", **{"from": "2026-11-18T00:00:00Z", "to": "2026-11-18T23:59:59"})
+    assert time_range(at) == "custom"
+    assert "2026-11-18 00:00:00.000 → 2026-11-18 23:59:59.000 UTC" in texts(at)
+    assert len(at.dataframe[0].value) == 2
+    assert open_page("turns", **{"from": "2026-11-19T00:00:00Z"}).info[0].value.startswith("No turn matches")
+    at = open_page("turns", **{"from": "yesterday"})
+    assert "`yesterday`" in at.warning[0].value
+
+
+def test_overview_has_the_slo_panel_and_links_to_the_turns(store: Path) -> None:
+    at = open_page("overview")
+    assert "Cancel-to-ack SLO" in [h.value for h in at.subheader]
+    assert "No cancels in this window" not in texts(at)

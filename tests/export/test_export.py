@@ -157,3 +157,14 @@ def test_the_dashboards_hardened_cursor_exports_the_same_incident(alerted: Path)
     for key, section in via_dir["sections"].items():
         assert via_cursor["sections"][key] == section, key
     assert via_cursor["alerts"]  # the alert history was found beside the catalog
+
+
+def test_export_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    from turnlens.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    out = capsys.readouterr().out
+    for code, meaning in [("0", "written"), ("1", "nothing in the store matches"), ("2", "bad arguments"),
+                          ("3", "the store cannot be read")]:
+        assert re.search(rf"^\s+{code}\s+{meaning}", out, re.MULTILINE), (code, out)

@@ -34,6 +34,14 @@ def _clock_behind(rows: list[dict], hlc: Callable[..., int], ns: Callable[[float
     tool["hlc"] = hlc(2100, 1)
 
 
+def _dispatch_clock_ahead(rows: list[dict], hlc: Callable[..., int], ns: Callable[[float], int]) -> None:
+    """The tool node's wall clock runs 10 ms ahead: its dispatch, before the cancel by HLC, reads after it."""
+    for row in rows:
+        for ev in row["events"]:
+            if ev["name"] == "tool.dispatched":
+                ev["time_unix_nano"] = ns(1010)
+
+
 def _no_hlc(rows: list[dict], hlc: Callable[..., int], ns: Callable[[float], int]) -> None:
     for row in rows:
         row["hlc"] = None
@@ -112,7 +120,15 @@ SCENARIOS: dict[str, tuple[dict[str, Any], Any, list[str]]] = {
     "replayed": (dict(acks=(("250 OK", False), ("250 OK", True))), None, []),
     "compensated_twice": (dict(compensations=2), None, ["duplicate_compensation"]),
     "compensated_once": (dict(compensations=1), None, []),
-    "clock_behind": ({}, lambda rows, hlc, ns: _clock_behind(rows, hlc, ns, 2070), ["causal_inversion"]),
+    "clock_behind": ({}, lambda rows, hlc, ns: _clock_behind(rows, hlc, ns, 2000), ["causal_inversion"]),
+    # 30 ms: the normal skew between channels (causal_inversion_tolerance_ms 50) is no finding
+    "clock_within_tolerance": ({}, lambda rows, hlc, ns: _clock_behind(rows, hlc, ns, 2070), []),
+    # a cancel against a side effect: any amount above the resolution, because it flips the verdict
+    "cancel_dispatch_inverted": (
+        dict(cancel_at=1000, tier="button_reversible", approved_at=850, dispatch_at=900, commit_at=1100),
+        _dispatch_clock_ahead,
+        ["cancelled_but_committed", "causal_inversion"],
+    ),
     "clock_within_resolution": ({}, lambda rows, hlc, ns: _clock_behind(rows, hlc, ns, 2099.4), []),
     "no_hlc_clock_off": ({}, _no_hlc, []),
 }
@@ -202,7 +218,18 @@ def test_evidence_reads_as_what_happened(con: duckdb.DuckDBPyConnection) -> None
     assert ghost["severity"] == "critical" and "250 OK" in ghost["evidence"] and "failed" in ghost["evidence"]
     assert "2 times" in finding(con, "executed_twice")["evidence"]
     inversion = finding(con, "clock_behind")
-    assert "tool.dispatched on agent" in inversion["evidence"] and "30.0 ms later" in inversion["evidence"]
+    assert "tool.dispatched on agent" in inversion["evidence"] and "100.0 ms later" in inversion["evidence"]
+    assert inversion["severity"] == "low"
+
+
+def test_a_cancel_inverted_against_a_side_effect_names_the_pair(con: duckdb.DuckDBPyConnection) -> None:
+    inversion = con.execute(
+        "select severity, evidence from divergences where turn_id = 'cancel_dispatch_inverted' "
+        "and kind = 'causal_inversion'"
+    ).fetchone()
+    assert inversion[0] == "medium"
+    assert "cancel.requested on gw comes after tool.dispatched on agent by HLC" in inversion[1]
+    assert "10.0 ms earlier" in inversion[1]
 
 
 def test_a_turn_without_hlc_is_ordered_by_wall_clock(con: duckdb.DuckDBPyConnection) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -129,3 +131,44 @@ def test_query_reports_errors_without_a_traceback(store: Path, capsys: pytest.Ca
     assert "unknown setting" in capsys.readouterr().err
     assert main(["query", "--store", str(store), "turn_timeline_of", "--param", "session=x"]) == 1
     assert "missing ['turn']" in capsys.readouterr().err
+
+
+def test_query_help_lists_the_named_queries(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["query", "--help"])
+    out = capsys.readouterr().out
+    for name in catalog.load_named():
+        assert f"  {name}" in out
+    assert "findings_of_turn  session=… turn=…" in out
+
+
+def test_query_says_an_unknown_name_is_unknown(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["query", "--store", str(store), "finding_of_turn"]) == 1
+    err = capsys.readouterr().err
+    assert "no named query 'finding_of_turn'" in err and "findings_of_turn" in err
+    assert "Parser Error" not in err
+
+
+def test_query_table_rounds_floats_but_csv_keeps_them(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sql = "select 143.29999999999993::double as ms"
+    assert main(["query", "--store", str(store), sql]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "143.3"
+    assert main(["query", "--store", str(store), sql, "--format", "csv"]) == 0
+    assert "143.29999999999993" in capsys.readouterr().out
+
+
+def test_the_duckdb_cli_opens_the_catalog(store: Path) -> None:
+    """The `duckdb` command-line tool from PyPI (a release behind the library) reads the views."""
+    cli = Path(sys.executable).with_name("duckdb")
+    assert cli.exists(), "the duckdb-cli package (a test dependency) is not installed"
+    run = subprocess.run(
+        [str(cli), "-readonly", "-csv", str(store / catalog.CATALOG_FILE), "-c",
+         "select count(*) as turns from turns"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["turns", "4"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -684,7 +685,6 @@ order by coalesce(list_position(['http', 'stream', 'runtime', 'tool', 'third_par
 }
 
 
-
 @pytest.mark.parametrize("name", sorted(DASHBOARD_TURN_QUERIES_OVER_VIEWS))
 def test_the_dashboards_turn_queries_give_the_view_rows_for_every_turn(
     con: duckdb.DuckDBPyConnection, name: str
@@ -703,3 +703,87 @@ def test_the_dashboards_turn_queries_give_the_view_rows_for_every_turn(
         scoped = catalog.execute_script(con, data.load_sql(name), params)
         assert [d[0] for d in scoped.description] == columns, name
         assert scoped.fetchall() == expected, (name, session, turn)
+
+
+# --- what a framework's own spans say after stop (docs/frameworks.md) ----------------------------------
+def _framework_turn(
+    kit: Any, trace: str, *, last_chat_finish: list[str] | None, tool: str = "send_email"
+) -> list:
+    """A GenAI-only turn: a run, a chat that asks for a tool, the tool run (no call id), a last chat."""
+    f = dict(session=None, turn=None, trace=trace, node="app")
+    run = {c.GEN_AI_OPERATION_NAME: "invoke_agent", c.GEN_AI_CONVERSATION_ID: f"s-{trace}"}
+    asks = {
+        c.GEN_AI_OPERATION_NAME: "chat",
+        c.FINISH_REASONS: ["tool_calls"],
+        "gen_ai.usage.input_tokens": 20,
+        "gen_ai.usage.output_tokens": 5,
+        "gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [{"type": "tool_call", "id": f"call-{trace}", "name": tool}]}]
+        ),
+    }
+    last = {c.GEN_AI_OPERATION_NAME: "chat", "gen_ai.usage.input_tokens": 30, "gen_ai.usage.output_tokens": 9}
+    if last_chat_finish is not None:
+        last[c.FINISH_REASONS] = last_chat_finish
+    return [
+        kit.span("invoke_agent a", 0, 1000, span_id="run", **f, attrs=run),
+        kit.span("chat m", 10, 200, span_id="chat1", parent="run", **f, attrs=asks),
+        kit.span(
+            f"{tool}.tool",
+            210,
+            300,
+            span_id="tool",
+            parent="run",
+            **f,
+            attrs={"traceloop.span.kind": "tool", c.TOOL_NAME: tool},
+        ),
+        kit.span("chat m", 310, 900, span_id="chat2", parent="run", **f, attrs=last),
+    ]
+
+
+def test_a_stream_cut_short_is_an_inferred_cancel_with_unknown_ack(kit: Any) -> None:
+    con = kit.store(
+        _framework_turn(kit, "cut", last_chat_finish=None)
+        + _framework_turn(kit, "ok", last_chat_finish=["stop"])
+    )
+    statuses = dict(con.execute("select session_id, status from turns").fetchall())
+    assert statuses == {"s-cut": "cancelled", "s-ok": "completed"}
+    assert con.execute(
+        "select origin, cancel_to_ack_ms, requested_hlc >> 16 from cancel_acks"
+    ).fetchall() == [("inferred.no_finish_reason", None, kit.ns(900) // 1_000_000)]
+    usage = dict(con.execute("select session_id, usage from turn_usage").fetchall())
+    assert usage == {
+        "s-cut": "partial",
+        "s-ok": "known",
+    }  # the cut-short call reported tokens, the turn stopped
+    kinds = con.execute("select distinct kind from divergences").fetchall()
+    assert ("cancel_not_propagated",) not in kinds  # what an inferred cancel reached is unknown, not missing
+
+
+def test_a_tool_span_without_call_id_takes_the_id_the_model_requested(kit: Any) -> None:
+    con = kit.store(_framework_turn(kit, "ids", last_chat_finish=["stop"]))
+    ledger = con.execute(
+        "select tool_name, tool_call_id, status, commit_inferred from side_effects"
+    ).fetchall()
+    assert ledger == [("send_email", "call-ids", "succeeded", False)]  # no registry: no tier, no commit
+
+
+def test_a_side_effecting_framework_tool_commits_once_registered(kit: Any) -> None:
+    rows = _framework_turn(kit, "c1", last_chat_finish=["stop"]) + _framework_turn(
+        kit, "c2", last_chat_finish=["stop"]
+    )
+    untiered = kit.store(rows)
+    found = untiered.execute("select kind, evidence from divergences").fetchall()
+    assert [k for k, _ in found] == ["untiered_tool"]  # one per tool and day, not one per call
+    assert "2 call(s)" in found[0][1] and "tool_registry.toml" in found[0][1]
+    registered = kit.store(rows, registry_toml='[tools.send_email]\ntier = "soft_irreversible"\n')
+    ledger = registered.execute(
+        "select status, commit_inferred, committed_hlc is not null from side_effects"
+    ).fetchall()
+    assert ledger == [("committed", True, True)] * 2
+    kinds = registered.execute("select kind from divergences").fetchall()
+    assert kinds == [("missing_idempotency_key",)] * 2
+
+
+def test_a_framework_control_tool_is_never_untiered(kit: Any) -> None:
+    con = kit.store(_framework_turn(kit, "fa", last_chat_finish=["stop"], tool="final_answer"))
+    assert con.execute("select count(*) from divergences").fetchall() == [(0,)]

@@ -1,0 +1,98 @@
+"""What every framework scenario shares: an OTLP/HTTP exporter to a collector, the two sessions a user runs.
+
+A scenario is a small program (one module per framework, run in its own process: each framework installs its
+instrumentation process-wide) that defines `Scenario.ask(prompt)` and is driven by `run_sessions`:
+
+- session one: a greeting, a weather question (one `get_weather` tool call), and a request for a long answer
+  that the client cancels half-way through the stream, as a user pressing stop would;
+- session two: one request that makes the model call `send_email`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+GREETING = "hello there"
+WEATHER = "what is the weather in Paris?"
+LONG = "write me a long essay about clocks"
+EMAIL = "please email the quarterly report to ops"
+SESSIONS = (("session-one", (GREETING, WEATHER, LONG)), ("session-two", (EMAIL,)))
+CANCEL_AFTER_S = 1.0  # the long answer streams for ~8 s; the user stops it after one
+
+
+@dataclass
+class Endpoints:
+    otlp: str  # http://127.0.0.1:PORT of the collector's OTLP/HTTP receiver
+    openai: str  # base URL of the mock OpenAI server (ends in /v1)
+
+
+def parse_endpoints() -> Endpoints:
+    """The command line's endpoints, once the collector listens (the test starts both at once)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--otlp", required=True)
+    parser.add_argument("--openai", required=True)
+    args = parser.parse_args()
+    os.environ["OPENAI_API_KEY"] = "sk-test"
+    os.environ["OPENAI_BASE_URL"] = args.openai
+    wait_for_port(args.otlp)
+    return Endpoints(otlp=args.otlp, openai=args.openai)
+
+
+def wait_for_port(url: str, timeout_s: float = 90.0) -> None:
+    """Blocks until something accepts connections at the URL's host and port."""
+    parts = urlsplit(url)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def tracer_provider(endpoints: Endpoints, service: str) -> TracerProvider:
+    """The standard OTLP/HTTP span exporter, exporting each span as it ends (no batching to wait for)."""
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    exporter = OTLPSpanExporter(endpoint=f"{endpoints.otlp}/v1/traces")
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider
+
+
+async def cancel_half_way(answer: Awaitable[object]) -> None:
+    """Runs a streamed answer and cancels it after CANCEL_AFTER_S, as a client closing the stream."""
+    task = asyncio.ensure_future(answer)
+    await asyncio.sleep(CANCEL_AFTER_S)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    else:
+        raise AssertionError("the long answer finished before the user cancelled it")
+
+
+Ask = Callable[[str, str], Awaitable[object]]  # (session id, prompt) -> answer; streamed for LONG
+
+
+async def run_sessions(ask: Ask) -> None:
+    """The two sessions, turn after turn; the long answer is cancelled half-way."""
+    for session, prompts in SESSIONS:
+        for prompt in prompts:
+            if prompt == LONG:
+                await cancel_half_way(ask(session, prompt))
+            else:
+                await ask(session, prompt)
