@@ -236,7 +236,7 @@ def apply_snapshot_sql(con: duckdb.DuckDBPyConnection, segments_glob: str, manif
         "complete": "true" if manifest.complete else "false",
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
         "index_segments_files": sql_list(manifest.chunk_files("segments")),
-        **{f"{table}_files": sql_list(manifest.table_files(table)) for table in IDENTITY},
+        **{f"{table}_files": sql_list(manifest.table_files(table)) for table in TABLES},
     }
     for name in CATALOG_FILES:
         if name not in listed:

@@ -159,10 +159,11 @@ untiered_tool as (  -- one finding per tool and UTC day, on the day's first call
         arg_min(tool_call_id, detected_hlc) as tool_call_id,
         arg_min(idempotency_key, detected_hlc) as idempotency_key,
         min(detected_hlc) as detected_hlc,
-        format('{} has no tier in its spans nor in the tool registry ({} call(s) that day), so turnlens cannot tell '
-            || 'whether it changes anything outside. Add it to tool_registry.toml with its tier (read_only, '
-            || 'button_reversible, soft_irreversible or hard_irreversible).',
-            coalesce(tool_name, 'An unnamed tool'), count(*)) as evidence
+        format('{} has no tier in its spans nor in the tool registry, so turnlens cannot tell whether it changes '
+            || 'anything outside (this is its first call of the day; tool_audit counts them all). Add it to '
+            || 'tool_registry.toml with its tier (read_only, button_reversible, soft_irreversible or '
+            || 'hard_irreversible).',
+            coalesce(tool_name, 'An unnamed tool')) as evidence
     from (
         select *, coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc, failed_hlc) as detected_hlc
         from calls
