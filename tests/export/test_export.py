@@ -165,6 +165,10 @@ def test_export_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit):
         main(["export", "--help"])
     out = capsys.readouterr().out
-    for code, meaning in [("0", "written"), ("1", "nothing in the store matches"), ("2", "bad arguments"),
-                          ("3", "the store cannot be read")]:
+    for code, meaning in [
+        ("0", "written"),
+        ("1", "nothing in the store matches"),
+        ("2", "bad arguments"),
+        ("3", "the store cannot be read"),
+    ]:
         assert re.search(rf"^\s+{code}\s+{meaning}", out, re.MULTILINE), (code, out)

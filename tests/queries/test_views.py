@@ -609,7 +609,9 @@ where session_id = $s and turn_id = $t
 order by start_time_unix_nano, span_id
 """,
     "span_events": """
-select session_id, turn_id, coalesce(hlc, span_hlc) as hlc, wall_ns, layer, node, name, span_name, trace_id, span_id,
+select
+    session_id, turn_id, coalesce(hlc, span_hlc) as hlc, wall_ns, layer, node, name, span_name, trace_id,
+    span_id,
     attributes
 from span_events
 where session_id = $s and turn_id = $t
@@ -623,7 +625,9 @@ def test_every_turn_query_is_checked_against_its_view() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(TURN_QUERIES_OVER_VIEWS))
-def test_each_turn_query_gives_the_view_rows_for_every_turn(con: duckdb.DuckDBPyConnection, name: str) -> None:
+def test_each_turn_query_gives_the_view_rows_for_every_turn(
+    con: duckdb.DuckDBPyConnection, name: str
+) -> None:
     """The turn queries read the turn's traces only; no turn may lose or gain a row against the view, and
     linked cancels and retries must not fall out."""
     turns = con.execute("select session_id, turn_id from turns order by all").fetchall()
