@@ -355,7 +355,10 @@ def run_turn(
     started = time.perf_counter()
     try:
         turn_queries.hold(
-            con, [session_id], [turn_id], keys=any(TURN_QUERIES[n] not in turn_queries.TIMELINE_ONLY for n in names)
+            con,
+            [session_id],
+            [turn_id],
+            keys=any(TURN_QUERIES[n] not in turn_queries.TIMELINE_ONLY for n in names),
         )
     except duckdb.CatalogException as exc:
         return dict.fromkeys(names, str(_not_ready(exc, TURN_HOLD)))

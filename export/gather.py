@@ -212,7 +212,12 @@ def gather(
         execute_script(
             con,
             _sql(SCOPE_SQL),
-            {"session": session_id, "turn": turn_id, "start_ns": scope["start_ns"], "end_ns": scope["end_ns"]},
+            {
+                "session": session_id,
+                "turn": turn_id,
+                "start_ns": scope["start_ns"],
+                "end_ns": scope["end_ns"],
+            },
         )
     )
     if not turns:
@@ -280,9 +285,7 @@ def headline(incident: Incident) -> list[str]:
         lines.append(
             "Clock skew: "
             + (
-                ", ".join(
-                    f"{r['node']} {display('ms', r['max_skew_ms'])} ms ({r['note']})" for r in skewed
-                )
+                ", ".join(f"{r['node']} {display('ms', r['max_skew_ms'])} ms ({r['note']})" for r in skewed)
                 or "every node within tolerance"
             )
             + "."

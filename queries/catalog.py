@@ -13,7 +13,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,8 @@ def load_named(queries_dir: Path = QUERIES_DIR) -> dict[str, NamedQuery]:
         if name in named:
             raise CatalogError(f"{name} is both a file of named/ and a query of turn/")
         named[name] = NamedQuery(name, query.title, query.sql, dict(TURN_PARAMS), turn=query.name)
+    for old, new in NAMED_ALIASES.items():
+        named[old] = replace(named[new], name=old, title=f"the old name of {new}: {named[new].title}")
     return named
 
 
@@ -96,7 +98,6 @@ def run_named(
     A `NAME_of_turn` query first holds the turn on `con` (turn_queries.hold), then runs over it.
     """
     queries = load_named(queries_dir)
-    name = NAMED_ALIASES.get(name, name)
     if name not in queries:
         raise CatalogError(f"no named query {name!r}; known: {', '.join(sorted(queries))}")
     query = queries[name]
@@ -170,7 +171,6 @@ def views_markdown(rows: list[tuple[str, str, str, str, str]]) -> str:
 def _cell(text: str) -> str:
     """Text that stays inside one Markdown table cell."""
     return " ".join(text.split()).replace("|", "\\|")
-
 
 
 def render(view: SqlView, segments_glob: str) -> str:
@@ -251,6 +251,7 @@ def _write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path) -> Pa
     try:
         con.execute("begin")  # one transaction: each COMMENT ON alone would be a commit of its own
         apply_tables(con, store_dir, queries_dir)
+        record_store(con, store_dir)
         views = load_views(queries_dir)
         apply_views(con, segments_glob, views)
         apply_snapshot(con, store_dir, segments_glob, views)
@@ -273,7 +274,8 @@ def update_derived(store_dir: Path, segments_glob: str, queries_dir: Path = QUER
     the reads of the derived state replaced (a whole catalogue binds every view again, seconds on a loaded
     machine), renamed into place as write_catalog does. Without a catalogue to copy, writes a whole one."""
     target = store_dir / CATALOG_FILE
-    if not target.exists():
+    if not target.exists() or written_for(store_dir) != store_dir.resolve():
+        # none to copy, or one of another folder (a copied or moved store): its views name that folder's files
         return write_catalog(store_dir, segments_glob, queries_dir)
     tmp = store_dir / f".{CATALOG_FILE}.{os.getpid()}.tmp"
     tmp.unlink(missing_ok=True)
@@ -346,12 +348,77 @@ def apply_snapshot(
                 comment_view(con, view)
 
 
+# --- the store a catalog belongs to ---------------------------------------------------------------------
+
+STORE_TABLE = "turnlens_store"
+
+
+def record_store(con: duckdb.DuckDBPyConnection, store_dir: Path) -> None:
+    """Writes into the catalog the folder it was written for: its views name that folder's files by absolute
+    path, so a copied or moved store is told by a recorded folder that is not its own (`written_for`)."""
+    path = sql_string(str(store_dir.resolve()))
+    con.execute(f"create or replace table {STORE_TABLE} as select {path} as store_dir")
+    con.execute(
+        f"comment on table {STORE_TABLE} is "
+        + sql_string("the store folder this catalog was written for; its views read that folder's files")
+    )
+
+
+def written_for(store_dir: Path) -> Path | None:
+    """The folder the store's catalog was written for; None without a catalog or for one that does not say
+    (written by a turnlens before it recorded it)."""
+    try:
+        con = duckdb.connect(str(store_dir / CATALOG_FILE), read_only=True)
+    except duckdb.IOException:
+        return None
+    try:
+        rows = con.execute(
+            "select store_dir from turnlens_store" if _has_store_table(con) else "select null"
+        ).fetchall()
+    finally:
+        con.close()
+    return Path(rows[0][0]) if rows and rows[0][0] else None
+
+
+def _has_store_table(con: duckdb.DuckDBPyConnection) -> bool:
+    found = con.execute(
+        "select count(*) from duckdb_tables()"
+        " where table_name = $name and database_name = current_database()",
+        {"name": STORE_TABLE},
+    ).fetchone()
+    return bool(found and found[0])
+
+
+class MovedStore(CatalogError):
+    """The store's catalog was written for another folder and cannot be rewritten here."""
+
+
+def follow_move(store_dir: Path) -> None:
+    """Rewrites the store's catalog when it was written for another folder (the store was copied or moved):
+    its views would read the files of that folder, or of none. Raises MovedStore when the catalog cannot be
+    written here (a read-only copy), saying what to run."""
+    recorded = written_for(store_dir)
+    if recorded is None or recorded == store_dir.resolve():
+        return
+    try:
+        write_catalog(store_dir, layout.segments_glob(store_dir))
+    except OSError as exc:
+        raise MovedStore(
+            f"the catalog of {store_dir} was written for {recorded} (the store was copied or moved) and "
+            f"cannot be rewritten here ({exc.strerror or exc}); run "
+            f"`turnlens views --store {store_dir} --rebuild` as a user who can write the store"
+        ) from exc
+
+
 def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the store's catalog: every view, no lock on the writers.
 
-    Parquet footers are cached for the connection's life: segments are never modified once visible (new
-    files replace them), and one turn's queries otherwise re-read the footer of every segment per scan.
+    A catalog written for another folder (a copied or moved store) is rewritten first (follow_move), so the
+    views read this store's files. Parquet footers are cached for the connection's life: segments are never
+    modified once visible (new files replace them), and one turn's queries otherwise re-read the footer of
+    every segment per scan.
     """
+    follow_move(store_dir)
     con = duckdb.connect(str(store_dir / CATALOG_FILE), read_only=True)
     try:
         con.execute("set parquet_metadata_cache = true")
