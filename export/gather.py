@@ -310,6 +310,13 @@ def verdict_matrix(incident: Incident) -> tuple[list[str], list[list[str]]]:
     return ["turn", *layers], matrix
 
 
+def section_cells(section: Section, wanted: list[str] | None = None) -> tuple[list[str], list[list[str]]]:
+    """What a table of the section shows: the columns of `wanted` it has (all of them without a list), and
+    each row's cells as people read them (`display`). The HTML and Markdown reports both draw from this."""
+    columns = [c for c in wanted if c in section.columns] if wanted else section.columns
+    return columns, [[display(c, row.get(c)) for c in columns] for row in section.rows]
+
+
 def alert_rows(alerts: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     columns = ["alertname", "severity", "startsAt", "endsAt", "summary"]
     return columns, [
