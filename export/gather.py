@@ -27,7 +27,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "summary": ("Summary", "summary"),
     "verdicts": ("What each layer believes", "verdicts"),
     "timeline": ("Timeline (HLC order)", "timeline"),
-    "ledger": ("Side-effect ledger", "ledger"),
+    "ledger": ("Side-effect ledger", "side_effects"),
     "findings": ("Findings", "findings"),
     "skew": ("Clock skew per node", "skew"),
     "events": ("Appendix: raw events", "span_events"),

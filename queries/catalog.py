@@ -42,7 +42,11 @@ CATALOG_FILE = layout.CATALOG_FILE
 NAMED_FOLDER = "named"
 TURN_PARAMS = {"session": "the session_id.", "turn": "the turn_id."}
 # old names of named queries, kept working: old name -> the name it is now
-NAMED_ALIASES = {"turn_timeline_of": "timeline_of_turn"}
+NAMED_ALIASES = {
+    "turn_timeline_of": "timeline_of_turn",
+    "ledger_of_turn": "side_effects_of_turn",
+    "cancel_of_turn": "cancel_acks_of_turn",
+}
 
 _PARAM_DOC = re.compile(r"^--\s{2,}\$(\w+):\s*(.+)$")
 

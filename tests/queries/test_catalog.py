@@ -12,8 +12,8 @@ from turnlens.kernel import contract as c
 from turnlens.queries import catalog, registry, settings
 
 PUBLIC_VIEWS = (
-    "turns turn_timeline layer_verdicts side_effects divergences cancel_acks slo_cancel_to_ack node_skew "
-    "budget_breaches partial_store_rate turn_usage tool_registry tool_audit"
+    "turns turn_timeline layer_verdicts side_effects divergences findings cancel_acks slo_cancel_to_ack "
+    "node_skew budget_breaches partial_store_rate turn_usage tool_registry tool_audit"
 ).split()
 
 

@@ -537,7 +537,7 @@ TURN_QUERIES_OVER_VIEWS = {
     "timeline": "select * from turn_timeline where session_id = $s and turn_id = $t order by seq",
     "findings": "select * from divergences where session_id = $s and turn_id = $t "
     "order by detected_hlc, kind, tool_call_id",
-    "ledger": """
+    "side_effects": """
 select
     *,
     committed_hlc is not null and committed_hlc > (
@@ -555,7 +555,7 @@ order by coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc), st
 """,
     "verdicts": "select * from layer_verdicts where session_id = $s and turn_id = $t order by "
     "coalesce(list_position(['http', 'stream', 'runtime', 'tool', 'third_party', 'billing'], layer), 99)",
-    "cancel": "select * from cancel_acks where session_id = $s and turn_id = $t",
+    "cancel_acks": "select * from cancel_acks where session_id = $s and turn_id = $t",
     "usage": "select * from turn_usage where session_id = $s and turn_id = $t",
     "summary": "select * from turns where session_id = $s and turn_id = $t",
     "skew": """
@@ -661,7 +661,7 @@ def test_one_turn_queries_see_the_idempotency_keys_other_turns_share(kit: Any) -
     kinds = {turn: {k for t, k in found if t == turn} for turn in ("ta", "tb", "tc", "td")}
     assert "unbilled_side_effect" not in kinds["ta"] and "unbilled_side_effect" in kinds["tc"]
     assert "duplicate_commit" in kinds["ta"] and "billed_not_committed" not in kinds["tb"]
-    for name in ("findings", "ledger", "summary", "usage"):
+    for name in ("findings", "side_effects", "summary", "usage"):
         for turn in ("ta", "tb", "tc", "td"):
             expected = con.execute(TURN_QUERIES_OVER_VIEWS[name], {"s": "s1", "t": turn}).fetchall()
             got = catalog.run_named(con, f"{name}_of_turn", {"session": "s1", "turn": turn}).fetchall()
