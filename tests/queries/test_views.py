@@ -624,25 +624,42 @@ def test_every_turn_query_is_checked_against_its_view() -> None:
     assert set(TURN_QUERIES_OVER_VIEWS) == set(turn_queries.load())
 
 
+@pytest.fixture(scope="module")
+def held_turns(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every turn of the fixture held alone, as the Turn detail page holds it, with every turn query's
+    (columns, rows): one hold per turn, shared by the comparisons below."""
+    turns = con.execute("select session_id, turn_id from turns order by all").fetchall()
+    assert ("s-linked", "linked") in turns
+    fetch = lambda cursor: ([d[0] for d in cursor.description], cursor.fetchall())  # noqa: E731
+    names = sorted(turn_queries.load())
+    return {(s, t): turn_queries.run_all(con.cursor(), [s], [t], names, fetch) for s, t in turns}
+
+
 @pytest.mark.parametrize("name", sorted(TURN_QUERIES_OVER_VIEWS))
 def test_each_turn_query_gives_the_view_rows_for_every_turn(
-    con: duckdb.DuckDBPyConnection, name: str
+    con: duckdb.DuckDBPyConnection, held_turns: dict[tuple[str, str], dict[str, Any]], name: str
 ) -> None:
     """The turn queries read the turn's traces only; no turn may lose or gain a row against the view, and
     linked cancels and retries must not fall out."""
-    turns = con.execute("select session_id, turn_id from turns order by all").fetchall()
-    assert ("s-linked", "linked") in turns
     nonempty = 0
-    for session, turn in turns:
+    for (session, turn), answers in held_turns.items():
         view = con.execute(TURN_QUERIES_OVER_VIEWS[name], {"s": session, "t": turn})
         columns = [d[0] for d in view.description]
         expected = view.fetchall()
-        named = catalog.run_named(con, f"{name}_of_turn", {"session": session, "turn": turn})
-        assert [d[0] for d in named.description] == columns, name
-        assert named.fetchall() == expected, (name, session, turn)
+        assert answers[name] == (columns, expected), (name, session, turn)
         # tokens has a row for every turn: it proves something where the turn streamed or billed
         nonempty += any(expected[0][2:4]) if name == "tokens" else bool(expected)
     assert nonempty > 0, f"{name}: no turn of the fixture has rows, so the comparison proves nothing"
+
+
+def test_a_turn_query_by_name_answers_as_the_held_turn(
+    con: duckdb.DuckDBPyConnection, held_turns: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    """`turnlens query NAME_of_turn` holds the turn itself: the same rows as the page's hold."""
+    for session, turn in [("s-linked", "linked"), *list(held_turns)[:2]]:
+        for name in ("timeline", "side_effects"):
+            named = catalog.run_named(con, f"{name}_of_turn", {"session": session, "turn": turn})
+            assert ([d[0] for d in named.description], named.fetchall()) == held_turns[(session, turn)][name]
 
 
 def test_one_turn_queries_see_the_idempotency_keys_other_turns_share(kit: Any) -> None:
