@@ -47,6 +47,7 @@ class Collector:
             max_request_bytes=settings.max_request_bytes,
             max_inflight_bytes=settings.max_inflight_bytes,
             read_timeout_s=settings.read_timeout_s,
+            header_timeout_s=settings.header_timeout_s,
         )
         if self.http_address:
             self.http = HttpReceiver(*self.http_address, self.receiver)
