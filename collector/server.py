@@ -52,7 +52,9 @@ class Collector:
         if self.http_address:
             self.http = HttpReceiver(*self.http_address, self.receiver)
         if self.grpc_address:
-            self.grpc = GrpcReceiver(*self.grpc_address, self.receiver)
+            self.grpc = GrpcReceiver(
+                *self.grpc_address, self.receiver, max_connections=settings.max_grpc_connections
+            )
         if self.http:
             self.http.start()
         if self.grpc:

@@ -36,6 +36,7 @@ class CollectorSettings:
     shutdown_grace: str = "10s"  # on SIGTERM, how long in-flight requests may take to finish
     read_timeout: str = "30s"  # a request's body must have arrived this long after its headers; else 408
     header_timeout: str = "10s"  # a request's line and headers must have arrived this long after it began
+    max_grpc_connections: int = 256  # OTLP/gRPC connections open at once; more are closed as they come
 
     @property
     def retention_s(self) -> float | None:
@@ -87,6 +88,7 @@ HELP = {
     "shutdown_grace": "on SIGTERM, how long in-flight requests may take before the store is flushed",
     "read_timeout": "how long a request body may take to arrive after its headers (e.g. 30s); slower: 408",
     "header_timeout": "how long a request's line and headers may take to arrive (e.g. 10s); slower: 408",
+    "max_grpc_connections": "OTLP/gRPC connections open at once; more are closed as accepted (UNAVAILABLE)",
 }
 
 
