@@ -162,6 +162,7 @@ def test_kill_9_under_load_loses_nothing_acknowledged(start_collector, tmp_path:
     assert restarted.stop() == 0
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_collector_takes_its_maintenance_children_with_it(start_collector) -> None:  # noqa: ANN001
     """A killed collector's compaction and materialiser died with it instead of running on, unowned, against
     the store (where a new collector starts its own)."""
