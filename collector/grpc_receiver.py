@@ -4,10 +4,10 @@ Requests arrive as raw bytes (no generated servicer), so they go through the sam
 OTLP/HTTP. gRPC enforces the size limit itself (RESOURCE_EXHAUSTED, decompressed size included).
 A call's message is taken from gRPC (and copied into Python) only once the call is admitted: the
 in-flight budget has room and one of a few receive slots is free; it is then held against the budget
-while it is decoded and stored. Until then gRPC's transport holds no more of a call than its HTTP/2
-flow-control window (64 KiB: BDP probing, which would grow it, is off), so what receiving costs
-besides the budget is bounded per connection (STREAMS_PER_CONNECTION calls) and by the number of
-connections, which gRPC itself caps (`max_grpc_connections`: one more is closed as it is accepted).
+while it is decoded and stored. Until then gRPC's transport takes in only the start of a call's
+message (what flow control lets through; BDP probing, which would widen the window, is off), so what
+receiving costs besides the budget is bounded per connection (STREAMS_PER_CONNECTION calls) and by the
+number of connections, which gRPC itself caps (`max_grpc_connections`: one more is closed as accepted).
 Connections idle for IDLE_CONNECTION_S are closed, so exporters that went quiet do not keep others
 out. A message must arrive within the read timeout once its receiving began, or the call is
 cancelled and its slot freed (docs/collector-limits.md).
