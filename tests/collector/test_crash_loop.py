@@ -95,7 +95,7 @@ def test_kill_9_of_collector_compactor_and_materialiser_loses_nothing_acknowledg
     collector = s.CollectorProcess(store, *MAINTENANCE).start()
     senders = [Exporting(f"http://{collector.http}/v1/traces", seed) for seed in range(2)]
     killed = {"collector": 0, "compact": 0, "materialize": 0}
-    orphans: list[psutil.Process] = []  # a killed collector's children (they die with it; see test_collect_process)
+    orphans: list[psutil.Process] = []  # a killed collector's children (they die with it)
     started = time.monotonic()
     try:
         for role in ROUNDS:
