@@ -6,13 +6,6 @@
 --   undo_failed: the compensation failed.
 --   discarded: a speculative call's buffer was discarded.
 --   approved: approval.granted was recorded.
-with stops as (
-    select session_id, turn_id, min(order_hlc) as stop_hlc
-    from turnlens_turn_rows
-    where step = 'cancel.requested'
-    group by session_id, turn_id
-)
-
 select
     s.*,
     s.committed_hlc is not null and s.committed_hlc > t.stop_hlc as committed_after_stop,
@@ -23,7 +16,7 @@ select
     s.approval_granted_hlc is not null as approved
 from side_effects_of('turnlens_turn_rows') as s
 semi join turnlens_turn_keys as k on k.session_id = s.session_id and k.turn_id = s.turn_id
-left join stops as t on t.session_id = s.session_id and t.turn_id = s.turn_id
+left join turnlens_turn_stops as t on t.session_id = s.session_id and t.turn_id = s.turn_id
 order by
     s.session_id,
     s.turn_id,

@@ -4,13 +4,6 @@
 --   tokens_billed: billed tokens.
 --   receipts_shown: transcript.receipt events.
 --   stop_hlc: the first cancel.requested; null when not stopped.
-with stops as (
-    select session_id, turn_id, min(order_hlc) as stop_hlc
-    from turnlens_turn_rows
-    where step = 'cancel.requested'
-    group by session_id, turn_id
-)
-
 select
     k.session_id,
     k.turn_id,
@@ -20,7 +13,7 @@ select
     count(e.step) filter (where e.step = 'transcript.receipt') as receipts_shown,
     any_value(s.stop_hlc) as stop_hlc
 from turnlens_turn_keys as k
-left join stops as s on s.session_id = k.session_id and s.turn_id = k.turn_id
+left join turnlens_turn_stops as s on s.session_id = k.session_id and s.turn_id = k.turn_id
 left join turnlens_turn_rows as e on e.session_id = k.session_id and e.turn_id = k.turn_id
 group by k.session_id, k.turn_id
 order by k.session_id, k.turn_id;
