@@ -293,7 +293,7 @@ def apply_snapshot_sql(con: duckdb.DuckDBPyConnection, segments_glob: str, manif
     for name in CATALOG_FILES:
         if name not in listed:
             raise catalog.CatalogError(f"{DERIVED_SQL / '_order'} does not list {name}")
-        _apply_sql(con, name, values, manifest)
+        _apply_sql(con, name, values, manifest, VIEWS)  # the identity tables are read as files (above)
 
 
 def _apply_sql(
