@@ -14,11 +14,11 @@ is rewritten to read the files it names (derived/snapshot.sql).
 
 A refresh reads the copies received since the manifest's watermark, finds the turns they touch (through their
 traces, links and idempotency keys, derived/fresh.sql), recomputes those turns from the segments the trace ->
-segment index names, and writes new files for only the partitions holding those turns' previous rows or
-receiving
-their new ones (copy-on-write): a partition nothing touched keeps its file. Retention dropping a day of
-segments
-drops that day's partitions; the traces they held are recomputed from what remains of them. A full build (the
+segment index names, and writes their rows as a delta: one file per table for all their partitions, plus the
+list of the turns it replaces (readers see one version of each turn, derived/current.sql). When the deltas
+pile up (and before a roll-up, and after retention) they are folded: each partition they touched gets a new
+base file, every other partition keeps its file. Retention dropping a day of segments drops that day's
+partitions; the traces they held are recomputed from what remains of them. A full build (the
 first one, `--full`, or after the views' SQL or the tool registry changed) goes a bucket of partitions at a
 time,
 newest first, publishing each bucket as it is done, so readers see the recent turns first and how far the
