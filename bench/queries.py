@@ -14,7 +14,8 @@ the
 kernel) and reports its time and memory, then stores `--fresh` spans of new turns (ids and start times made
 new,
 received now) and times the refresh that folds them in (`refresh_s`), then re-sends `--fresh` stored spans as
-new copies of old turns (a retried export) and times that refresh too (`refresh_retry_s`). Figures go to
+new copies of old turns (a retried export) and times that refresh too (`refresh_retry_s`); both write deltas,
+and a last run folds them into the partitions' files (`refresh_fold_s`). Figures go to
 stdout
 as JSON too; with `--json` that one object is all stdout holds (the rest goes to stderr).
 
@@ -153,7 +154,7 @@ def send_new_turns(store: Path, spans: int) -> int:
     return int(table.num_rows)
 
 
-def materialize_child(store: Path, threads: int | None, full: bool) -> dict[str, Any]:
+def materialize_child(store: Path, threads: int | None, full: bool, fold: bool = False) -> dict[str, Any]:
     """Runs `turnlens materialize` in a child process, as the collector does; returns its summary plus the
     wall time and the child's peak RSS (the kernel's ru_maxrss, so it counts DuckDB's native memory too)."""
     command = [
@@ -168,6 +169,7 @@ def materialize_child(store: Path, threads: int | None, full: bool) -> dict[str,
         "--json",
     ]
     command += ["--full"] if full else []
+    command += ["--fold"] if fold else []
     command += ["--threads", str(threads)] if threads else []
     started = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.PIPE)
@@ -253,6 +255,10 @@ def main() -> int:
             f" turns in {len(retry['written_partitions'])} partitions"
         )
         results["refresh_retry_s"] = retry["seconds"]
+        fold = materialize_child(store, args.threads, full=False, fold=True)
+        folded = len(fold["folded_partitions"])
+        say(f"fold of the deltas into {folded} partitions' files: {fold['seconds']:.2f} s")
+        results |= {"refresh_fold_s": fold["seconds"], "refresh_fold_partitions": folded}
     con = catalog.connect(store)
     if args.threads:
         con.execute(f"set threads = {int(args.threads)}")  # SET takes no bound parameters

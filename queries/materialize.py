@@ -14,11 +14,11 @@ is rewritten to read the files it names (derived/snapshot.sql).
 
 A refresh reads the copies received since the manifest's watermark, finds the turns they touch (through their
 traces, links and idempotency keys, derived/fresh.sql), recomputes those turns from the segments the trace ->
-segment index names, and writes new files for only the partitions holding those turns' previous rows or
-receiving
-their new ones (copy-on-write): a partition nothing touched keeps its file. Retention dropping a day of
-segments
-drops that day's partitions; the traces they held are recomputed from what remains of them. A full build (the
+segment index names, and writes their rows as a delta: one file per table for all their partitions, plus the
+list of the turns it replaces (readers see one version of each turn, derived/current.sql). When the deltas
+pile up (and before a roll-up, and after retention) they are folded: each partition they touched gets a new
+base file, every other partition keeps its file. Retention dropping a day of segments drops that day's
+partitions; the traces they held are recomputed from what remains of them. A full build (the
 first one, `--full`, or after the views' SQL or the tool registry changed) goes a bucket of partitions at a
 time,
 newest first, publishing each bucket as it is done, so readers see the recent turns first and how far the
@@ -52,7 +52,7 @@ CURRENT_FILE = "current.json"
 MANIFESTS_DIR = "manifests"
 INDEX_DIR = "index"
 LOCK_FILE = ".lock"
-FORMAT = 2  # the manifest's layout; another format is rebuilt, not read
+FORMAT = 3  # the manifest's layout; another format is rebuilt, not read
 DERIVED_SQL = catalog.QUERIES_DIR / "derived"
 BUILD_SQL = DERIVED_SQL / "steps" / "materialize.sql"
 # the views the derived state holds; each has one row per turn or finer (session_id, turn_id)
@@ -68,6 +68,15 @@ VIEWS = (
 )
 IDENTITY = ("trace_turns", "trace_keys", "trace_links")
 TABLES = VIEWS + IDENTITY
+REPLACED = "replaced_turns"  # a delta's list of the turns it replaces (its rows of them may be none)
+# delta/<table>-v<N>.parquet: the rows of the turns refresh N recomputed, all partitions (one folder: the
+# refresh fsyncs one directory)
+DELTA_DIR = "delta"
+# a refresh folds the deltas into their partitions' base files once more than this many are named, or once
+# they replaced more turns than DELTA_TURNS_MAX (and always before a roll-up, and after retention dropped
+# segments)
+DEFAULT_DELTAS_MAX = 24
+DELTA_TURNS_MAX = 200_000
 # what each side table is looked up by (one turn's named queries): written sorted on it in small row groups
 IDENTITY_ORDER = {"trace_turns": "turn_id", "trace_keys": "idempotency_key", "trace_links": "trace_id"}
 LOOKUP_ROW_GROUP = 8192
@@ -98,11 +107,13 @@ HELD_RECOMPUTED = (
     "turnlens_fresh_events",
     *(f"turnlens_fresh_{view}" for view in VIEWS),
 )
-CATALOG_FILES = ("identity.sql", "snapshot.sql")  # the store's catalogue: VIEWS read the partitions
+# the store's catalogue: VIEWS read the partitions and the deltas
+CATALOG_FILES = ("identity.sql", "current.sql", "snapshot.sql")
 
 TIMINGS: dict[str, float] = defaultdict(float)  # seconds per step of the last materialize()
 _STEP = re.compile(r"^-- step: (\w+)$", re.MULTILINE)
 _PHASE = re.compile(r"^-- phase: (\w+)$", re.MULTILINE)
+_TEMP_VIEW = re.compile(r"create or replace temp view (\w+) as")
 
 
 class MaterializeBusy(Exception):
@@ -127,6 +138,10 @@ class Manifest:
     template: int  # version of the zero-row file of each table
     partitions_total: int | None = None  # while a full build runs: the partitions it will write
     retiring: list[str] = field(default_factory=list)  # replaced files compaction has not yet taken
+    # the deltas written since the partitions' base files, oldest first: {"version": N, "parts": the
+    # partitions whose turns it replaced or wrote, "tables": the tables it holds rows of, "turns": the turns
+    # it replaced}
+    deltas: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -152,12 +167,45 @@ class Manifest:
         chosen = sorted(self.partitions) if parts is None else parts
         return [str(self.template_file(table))] + [str(self.partition_file(table, part)) for part in chosen]
 
+    def delta_file(self, table: str, version: int) -> Path:
+        return self.folder / DELTA_DIR / f"{table}-v{version}.parquet"
+
+    def delta_files(self, table: str) -> list[str]:
+        """The delta files holding rows of a table, oldest first (REPLACED: every delta's replaced turns)."""
+        return [
+            str(self.delta_file(table, delta["version"]))
+            for delta in self.deltas
+            if table == REPLACED or table in delta["tables"]
+        ]
+
+    def parts(self) -> set[str]:
+        """Every partition holding rows: those with a base file, and those only deltas wrote to so far."""
+        return set(self.partitions) | {part for delta in self.deltas for part in delta["parts"]}
+
+    def written_versions(self) -> dict[str, int]:
+        """Each partition with the version that last wrote rows of it: its base file's, or a newer delta's."""
+        versions = dict(self.partitions)
+        for delta in self.deltas:
+            versions |= dict.fromkeys(delta["parts"], delta["version"])
+        return versions
+
+    def current_values(self, table: str) -> dict[str, str]:
+        """The file lists of derived/current.sql for one table."""
+        template = str(self.template_file(table))
+        return {
+            "table": table,
+            "base_files": sql_list(self.table_files(table)),
+            "delta_files": sql_list([template, *self.delta_files(table)]),
+            "replaced_files": sql_list([str(self.template_file("trace_turns")), *self.delta_files(REPLACED)]),
+        }
+
     def chunk_files(self, kind: str) -> list[str]:
         return [str(self.folder / INDEX_DIR / f"{kind}-v{chunk}.parquet") for chunk in self.chunks]
 
     def files(self) -> set[str]:
         """Every file this version names."""
-        named = {name for table in TABLES for name in self.table_files(table)}
+        named = {name for table in TABLES for name in self.table_files(table) + self.delta_files(table)}
+        named |= set(self.delta_files(REPLACED))
         return named | set(self.chunk_files("traces")) | set(self.chunk_files("segments"))
 
     def to_json(self) -> dict[str, Any]:
@@ -231,20 +279,44 @@ def apply_snapshot_sql(con: duckdb.DuckDBPyConnection, segments_glob: str, manif
         "watermark": str(int(manifest.watermark)),
         "generation": catalog.sql_string(manifest.generation),
         "built": repr(float(manifest.built_unix)),
-        "partitions": str(len(manifest.partitions)),
+        "partitions": str(len(manifest.parts())),
         "partitions_total": "null" if manifest.partitions_total is None else str(manifest.partitions_total),
         "complete": "true" if manifest.complete else "false",
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
         "index_segments_files": sql_list(manifest.chunk_files("segments")),
-        **{f"{table}_files": sql_list(manifest.table_files(table)) for table in TABLES},
+        # the identity tables' files for the one-turn lookups: base files and deltas (a superset they filter)
+        **{
+            f"{table}_files": sql_list(manifest.table_files(table) + manifest.delta_files(table))
+            for table in IDENTITY
+        },
     }
     for name in CATALOG_FILES:
         if name not in listed:
             raise catalog.CatalogError(f"{DERIVED_SQL / '_order'} does not list {name}")
-        for statement in catalog.split_statements((DERIVED_SQL / name).read_text()):
-            for view in VIEWS if "{{view}}" in statement else ("",):
-                files = sql_list(manifest.table_files(view)) if view else ""
-                con.execute(fill(statement, values | {"view": view, "files": files}))
+        _apply_sql(con, name, values, manifest, VIEWS)  # the identity tables are read as files (above)
+
+
+def _apply_sql(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    values: Mapping[str, str],
+    manifest: Manifest,
+    tables: tuple[str, ...] = TABLES,
+    temp: bool = False,
+) -> None:
+    """Runs one file of derived/ on `con`: a statement naming {{table}} once per table (with its file lists),
+    one naming {{view}} once per view; `temp` makes its views temporary (the materialiser's connection)."""
+    for statement in catalog.split_statements((DERIVED_SQL / name).read_text()):
+        if temp:
+            statement = statement.replace("create or replace view", "create or replace temp view")
+        if "{{table}}" in statement:
+            for table in tables:
+                con.execute(fill(statement, {**values, **manifest.current_values(table)}))
+        elif "{{view}}" in statement:
+            for view in VIEWS:
+                con.execute(fill(statement, {**values, "view": view}))
+        else:
+            con.execute(fill(statement, {**values, **manifest.current_values("trace_turns")}))
 
 
 def apply_no_state(con: duckdb.DuckDBPyConnection) -> None:
@@ -295,12 +367,21 @@ class _Run:
         TIMINGS[name] += time.perf_counter() - started
         return result
 
-    def fresh_phase(self, phase: str, values: Mapping[str, str]) -> None:
-        """Creates one phase of derived/fresh.sql's views."""
+    def fresh_phase(self, phase: str, values: Mapping[str, str], held: tuple[str, ...] = ()) -> None:
+        """Creates one phase of derived/fresh.sql's views; those named in `held` are computed at once into
+        temporary tables instead, in the file's order (each binds once, and the next ones read it from
+        memory)."""
         started = time.perf_counter()
         body = _sections((DERIVED_SQL / "fresh.sql").read_text(), _PHASE)[phase]
         for statement in catalog.split_statements(fill(body, values)):
-            self.con.execute(statement)
+            view = _TEMP_VIEW.search(statement)
+            if view is not None and view[1] in held:
+                holding = time.perf_counter()
+                self.con.execute(statement.replace(view[0], f"create or replace temp table {view[1]} as", 1))
+                TIMINGS[f"hold {view[1]}"] += time.perf_counter() - holding
+                started += time.perf_counter() - holding
+            else:
+                self.con.execute(statement)
         TIMINGS[f"define {phase}"] += time.perf_counter() - started
 
     def hold(self, names: tuple[str, ...]) -> None:
@@ -365,6 +446,34 @@ class _Run:
             target = self.slice_file(target, slice_)
         self.copy(select, target, IDENTITY_ORDER.get(table))
 
+    def write_delta(self) -> list[str]:
+        """One file per table with the recomputed turns' rows, whatever their partitions (a table without
+        such rows gets none), and the list of the turns they replace; returns the tables written."""
+        tables = []
+        for table in TABLES:
+            select = fill(self.steps["delta_rows"], {"table": table}).rstrip().rstrip(";")
+            [(rows,)] = self.con.execute(f"select count(*) from ({select})").fetchall()
+            if rows:
+                target = self.folder / DELTA_DIR / f"{table}-v{self.version}.parquet"
+                self.copy(select, target, IDENTITY_ORDER.get(table))
+                tables.append(table)
+        self.copy(
+            self.steps["delta_replaced"],
+            self.folder / DELTA_DIR / f"{REPLACED}-v{self.version}.parquet",
+            "turn_id",
+        )
+        return tables
+
+    def write_fold(self, table: str, part: str, previous: Path | None) -> None:
+        """A partition's base file from its previous one and the rows in force of the deltas' turns."""
+        values = {"table": table, "part": catalog.sql_string(part)}
+        if previous is None:
+            select = fill(self.steps["fold_new_rows"], values)
+        else:
+            select = fill(self.steps["fold_rows"], values | {"previous": catalog.sql_string(str(previous))})
+        target = self.folder / table / f"p={part}" / f"v{self.version}.parquet"
+        self.copy(select, target, IDENTITY_ORDER.get(table))
+
     def count(self, files: list[str]) -> int:
         [(rows,)] = self.con.execute(fill(self.steps["count_rows"], {"files": sql_list(files)})).fetchall()
         return int(rows)
@@ -409,11 +518,13 @@ def materialize(
     memory_limit: str | None = None,
     now_ns: int | None = None,
     grace_s: float = GRACE_S,
+    deltas_max: int = DEFAULT_DELTAS_MAX,
 ) -> dict[str, Any]:
     """Brings the store's derived state up to now minus `margin_s` and rewrites the catalogue to read it.
 
     The run reads under a reader lease (no segment it listed is deleted under it); the files it replaces are
-    retired for deletion after `grace_s`, like a replaced segment.
+    retired for deletion after `grace_s`, like a replaced segment. A refresh writes the recomputed turns as a
+    delta and folds the deltas into the partitions' files once more than `deltas_max` are named (0: at once).
 
     A refresh when the current manifest is whole and written under the store's inputs, else a full build.
     Returns what it did: mode (full / refresh), version, watermark, partitions written, rows, seconds.
@@ -431,7 +542,7 @@ def materialize(
         try:
             run = _Run(store_dir, segments_glob, con, watermark, version)
             if previous is not None and previous.complete and not full:
-                manifest, summary = _refresh(run, previous)
+                manifest, summary = _refresh(run, previous, deltas_max)
             else:
                 manifest, summary = _full_build(run, found, bucket_spans)
         finally:
@@ -481,7 +592,11 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     for path in folder.glob("*/*/.v*.slice-*.parquet"):
         if int(path.name[2:].split(".", 1)[0]) > newest:
             path.unlink(missing_ok=True)
-    for path in [*folder.glob(f"{INDEX_DIR}/*-v*.parquet"), *folder.glob("*/empty-v*.parquet")]:
+    for path in [
+        *folder.glob(f"{INDEX_DIR}/*-v*.parquet"),
+        *folder.glob("*/empty-v*.parquet"),
+        *folder.glob(f"{DELTA_DIR}/*-v*.parquet"),
+    ]:
         if int(path.stem.rsplit("-v", 1)[1]) > newest:
             path.unlink(missing_ok=True)
 
@@ -565,8 +680,9 @@ def _gone_segments(indexed_before: set[str], present: list[str]) -> list[str]:
     return sorted(file for file in indexed_before - set(present) if Path(file).parent not in folders)
 
 
-def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
-    """Folds the copies received since the previous watermark into the partitions they touch."""
+def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, dict[str, Any]]:
+    """Writes the rows of the turns the copies received since the previous watermark touch as a delta; folds
+    the deltas into their partitions when they pile up."""
     present = run.present_segments()
     indexed_before = _indexed(run, previous)
     chunks, newest_copy = _update_index(run, previous, present)
@@ -579,10 +695,12 @@ def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
         | {run.placeholder}
     )
     gone = _gone_segments(indexed_before, present)
+    started = time.perf_counter()
+    _apply_sql(run.con, "current.sql", {}, previous, IDENTITY, temp=True)
+    TIMINGS["define current"] += time.perf_counter() - started
     run.step(
         "previous_state",
         {
-            **{f"{table}_files": sql_list(previous.table_files(table)) for table in IDENTITY},
             "previous_index_traces_files": sql_list(previous.chunk_files("traces")),
             "gone_segments": sql_list(gone),
         },
@@ -595,43 +713,73 @@ def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
         "cutoff": str(run.cutoff),
         "index_traces_files": sql_list(index.chunk_files("traces")),
     }
-    run.fresh_phase("touched", values)
-    run.hold(HELD_TOUCHED)
+    run.fresh_phase("touched", values, HELD_TOUCHED)
     input_files = [file for (file,) in run.step("input_files", values).fetchall()]
     unindexed = set(present) - set(newest_copy)
     values["input_files"] = sql_list(
         sorted((set(input_files) & set(present)) | unindexed | {run.placeholder})
     )
-    run.fresh_phase("recompute", values)
-    run.hold(HELD_RECOMPUTED)
+    run.fresh_phase("recompute", values, HELD_RECOMPUTED)
     touched = {part for (part,) in run.step("touched_parts").fetchall()}
-    partitions = dict(previous.partitions)
-    for part in sorted(touched):
-        for table in TABLES:
-            old = previous.partition_file(table, part) if part in partitions else None
-            run.write_partition(table, part, old)
-        partitions[part] = run.version
+    [(replaced,)] = run.con.execute("select count(*) from turnlens_replaced_turns").fetchall()
+    deltas = list(previous.deltas)
+    if touched:
+        tables = run.write_delta()
+        deltas.append({"version": run.version, "parts": sorted(touched), "tables": tables, "turns": replaced})
     manifest = replace(
         previous,
         version=run.version,
         watermark=run.watermark,
         built_unix=time.time(),
-        partitions=partitions,
         chunks=chunks,
+        deltas=deltas,
     )
-    manifest = _drop_empty(run, manifest, touched)
+    folded: list[str] = []
+    if manifest.deltas and (
+        len(manifest.deltas) > deltas_max
+        or sum(int(delta["turns"]) for delta in manifest.deltas) > DELTA_TURNS_MAX
+        or gone
+        or _roll_up_due(run, manifest)
+    ):
+        manifest, folded = _fold(run, manifest)
     manifest = _roll_up(run, manifest)
     publish(run, manifest)
-    [(replaced,)] = run.con.execute("select count(*) from turnlens_replaced_turns").fetchall()
     return manifest, {
         "mode": "refresh",
         "touched_turns": int(replaced),
         "written_partitions": sorted(touched),
-        "dropped_partitions": sorted(set(previous.partitions) - set(manifest.partitions)),
+        "folded_partitions": folded,
+        "deltas": len(manifest.deltas),
+        "dropped_partitions": sorted(previous.parts() - manifest.parts()),
         "gone_segments": len(gone),
         "input_segments": len(input_files),
         "buckets": 1,
     }
+
+
+def _fold(run: _Run, manifest: Manifest) -> tuple[Manifest, list[str]]:
+    """Folds every delta into the base files of the partitions the deltas touched, in this run's version:
+    each such partition is written again with its base rows of turns no delta replaced and the rows in force
+    of the deltas' turns that belong to it. The deltas leave the manifest; a partition left without turns is
+    dropped."""
+    started = time.perf_counter()
+    _apply_sql(run.con, "current.sql", {}, manifest, TABLES, temp=True)
+    TIMINGS["define current"] += time.perf_counter() - started
+    run.hold(("turnlens_superseded", *(f"turnlens_delta_{table}" for table in TABLES)))
+    parts = sorted({part for delta in manifest.deltas for part in delta["parts"]})
+    partitions = dict(manifest.partitions)
+    for part in parts:
+        for table in TABLES:
+            run.write_fold(table, part, manifest.partition_file(table, part) if part in partitions else None)
+        partitions[part] = run.version
+    folded = replace(manifest, partitions=partitions, deltas=[])
+    return _drop_empty(run, folded, set(parts)), parts
+
+
+def _roll_up_due(run: _Run, manifest: Manifest) -> bool:
+    """Whether a minute partition (with a base file or in a delta) belongs to an hour to roll up."""
+    cutoff = time.strftime("%Y%m%dT%H", time.gmtime(run.cutoff / 1e9))
+    return any(len(part) == len("YYYYMMDDTHHMM") and part[:11] < cutoff for part in manifest.parts())
 
 
 def _drop_empty(run: _Run, manifest: Manifest, parts: set[str]) -> Manifest:

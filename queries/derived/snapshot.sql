@@ -1,8 +1,8 @@
 -- The catalogue as a store with derived state shows it: the per-turn views read the partitions the manifest names
 -- (DIR/derived/current.json, written by queries/materialize.py, `turnlens materialize`, which the collector runs every
--- few seconds), not the detectors. Created after base/ and views/, replacing the plain definitions of the derived
--- views. Each {{files}} below is the list of the live Parquet files of one table, one per partition plus a zero-row
--- file that gives the columns. Their rows cover every span received up to turnlens_snapshot.watermark_at; the
+-- few seconds), not the detectors. Created after base/ and views/ and current.sql, replacing the plain definitions of
+-- the derived views: each reads the rows in force of its table (current.sql: the partitions' base files and the
+-- deltas written since). Their rows cover every span received up to turnlens_snapshot.watermark_at; the
 -- plain, live form of each view stays callable as its macro: divergences_of('turn_events'), ...
 
 create or replace view turnlens_snapshot as
@@ -17,14 +17,14 @@ select
 
 -- once for each derived view ({{view}})
 create or replace view {{view}} as
-select * from read_parquet({{files}}, hive_partitioning = false);
+select * from turnlens_current_{{view}};
 
 -- untiered_tool is one finding per tool and UTC day of the whole store (views/divergences.sql), but a partition
 -- only sees its own turns: each holds the first untiered call of the day among them. The read keeps the day's
 -- first of those, and `turns` counts only the kept ones, so both read as the live views do.
 create or replace view divergences as
 with stored as (
-    select * from read_parquet({{divergences_files}}, hive_partitioning = false)
+    select * from turnlens_current_divergences
 ),
 
 untiered as (
@@ -52,7 +52,7 @@ join first_of_day as f
 create or replace view turns as
 with stored_untiered as (
     select session_id, turn_id, detected_hlc
-    from read_parquet({{divergences_files}}, hive_partitioning = false)
+    from turnlens_current_divergences
     where kind = 'untiered_tool'
 ),
 
@@ -68,12 +68,14 @@ dropped as (  -- a partition's untiered_tool finding that is not the day's first
 )
 
 select t.* replace (t.findings - coalesce(x.findings, 0) as findings)
-from read_parquet({{turns_files}}, hive_partitioning = false) as t
+from turnlens_current_turns as t
 left join dropped as x using (session_id, turn_id);
 
 -- turn_traces_of(turns) and key_traces_of(traces), as base/spans.sql defines them, found from the derived side
--- tables (files of a few columns, sorted) plus the copies received after the watermark, instead of a scan of the
--- whole store: one turn's named queries (its timeline, its findings) stay live and read only its traces.
+-- tables (files of a few columns, sorted; the lists name the base files and the deltas, rows a
+-- later delta replaced included, a superset the live queries filter) plus the copies received after the watermark,
+-- instead of a scan of the whole store: one turn's named queries (its timeline, its findings) stay live and read only
+-- its traces.
 create or replace macro turn_traces_of(turns) as (
     with new_copies as (
         select trace_id, span_turn_id, links from span_copies() where received_unix_nano > {{watermark}}

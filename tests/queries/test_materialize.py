@@ -204,9 +204,14 @@ def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_re
         == 1
     )
 
-    # the same spans re-sent: every partition is rewritten, the replaced files wait in compaction's schedule
+    # the same spans re-sent: a delta names every turn, no partition file is replaced yet
     assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
-    materialize.materialize(store, segments_glob(store), margin_s=0)
+    resent = materialize.materialize(store, segments_glob(store), margin_s=0)
+    assert resent["deltas"] == 1 and resent["folded_partitions"] == []
+    assert materialize.current_snapshot(store).partitions == manifest.partitions  # type: ignore[union-attr]
+    # once folded, every partition is rewritten, the replaced files wait in compaction's schedule
+    folded = materialize.materialize(store, segments_glob(store), margin_s=0, deltas_max=0)
+    assert folded["deltas"] == 0 and folded["folded_partitions"] == sorted(manifest.partitions)
     pending = json.loads((store / "segments" / "_maintenance.json").read_text())["entries"]
     scheduled = {str((store / "segments" / name).resolve()) for entry in pending for name in entry["sources"]}
     replaced = {str(Path(name).resolve()) for name in named if "/p=" in name}

@@ -15,16 +15,17 @@ select
     false as complete;
 
 -- step: previous_state
--- the identity side tables of the previous state, and the traces that had copies in segments retention removed: their
--- turns are recomputed from the copies that remain (a turn received across midnight), or leave when none does
+-- the identity side tables of the previous state (their rows in force, derived/current.sql), and the traces that had
+-- copies in segments retention removed: their turns are recomputed from the copies that remain (a turn received across
+-- midnight), or leave when none does
 create or replace temp view turnlens_prev_trace_turns as
-select * from read_parquet({{trace_turns_files}}, hive_partitioning = false);
+select * from turnlens_current_trace_turns;
 
 create or replace temp view turnlens_prev_trace_keys as
-select * from read_parquet({{trace_keys_files}}, hive_partitioning = false);
+select * from turnlens_current_trace_keys;
 
 create or replace temp view turnlens_prev_trace_links as
-select * from read_parquet({{trace_links_files}}, hive_partitioning = false);
+select * from turnlens_current_trace_links;
 
 create or replace temp view turnlens_dropped_traces as
 select distinct trace_id
@@ -117,6 +118,28 @@ semi join (select session_id, turn_id from turnlens_turn_parts where part = {{pa
 -- step: new_partition_rows
 select * from turnlens_fresh_{{table}}
 semi join (select session_id, turn_id from turnlens_turn_parts where part = {{part}}) using (session_id, turn_id);
+
+-- step: delta_rows
+-- a refresh's delta of one table ({{table}}): the rows of the turns it replaces, whatever partition each belongs to
+select * from turnlens_fresh_{{table}}
+semi join turnlens_turn_parts using (session_id, turn_id);
+
+-- step: delta_replaced
+-- the turns a delta replaces: their rows in older files no longer stand (a turn may have no row left)
+select session_id, turn_id from turnlens_replaced_turns;
+
+-- step: fold_rows
+-- a partition's base file written again from its previous one and the deltas ({{table}}, {{part}}, {{previous}}):
+-- its rows of turns no delta replaced, and the rows in force of the deltas' turns that belong to it
+select * from read_parquet({{previous}}, hive_partitioning = false)
+anti join turnlens_superseded using (session_id, turn_id)
+union all by name
+select * from turnlens_delta_{{table}}
+semi join (select session_id, turn_id from turnlens_delta_trace_turns where part = {{part}}) using (session_id, turn_id);
+
+-- step: fold_new_rows
+select * from turnlens_delta_{{table}}
+semi join (select session_id, turn_id from turnlens_delta_trace_turns where part = {{part}}) using (session_id, turn_id);
 
 -- step: template_rows
 -- a zero-row file per table: the columns a reader binds when no partition holds rows yet
