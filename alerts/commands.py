@@ -145,6 +145,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             state = alerting.AlertState.load(state_path)
             state.as_of = args.at or asof.NOW
             for at in _schedule(args, every):
+                if args.until:  # a replay: each step is as of its own time
+                    state.as_of = alerting.iso(at)
                 code = _evaluate(
                     args.store,
                     rules,

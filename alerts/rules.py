@@ -70,6 +70,7 @@ class Rule:
     runbook: str
     labels: dict[str, str] = field(default_factory=dict)  # static labels, e.g. priority=P2
     parameters: tuple[str, ...] = ()
+    keep_firing_for: timedelta = timedelta(0)  # a firing alert whose rows vanished fires on this long
     group_by: tuple[str, ...] | None = None  # None: one alert per row; else one per value of these columns
     example: str = ""  # one line per row of a grouped alert; empty: the row's own labels
 
@@ -105,6 +106,7 @@ def parse_rule(path: Path) -> Rule:
         raise RuleError(f"{path}: name {keys['name']!r} is not a valid alert name")
     try:
         for_ = parse_duration(keys["for"])
+        keep_firing_for = parse_duration(keys.get("keep_firing_for") or "0s")
     except ValueError as exc:
         raise RuleError(f"{path}: {exc}") from exc
     labels: dict[str, str] = {}
@@ -140,6 +142,7 @@ def parse_rule(path: Path) -> Rule:
         runbook=keys["runbook"],
         labels=labels,
         parameters=used,
+        keep_firing_for=keep_firing_for,
         group_by=group_by,
         example=keys.get("example", ""),
     )
@@ -197,7 +200,7 @@ class Instance:
     labels: dict[str, str]
     annotations: dict[str, str]
     value: str | None
-    count: int = 1
+    count: int | None = None  # a grouped rule's rows behind this alert; None for one alert per row
     examples: tuple[dict[str, str], ...] = ()
 
     @property

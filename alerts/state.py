@@ -42,7 +42,7 @@ class Alert:
     fired_at: str | None = None
     resolved_at: str | None = None
     last_seen: str | None = None
-    count: int = 1  # rows the rule returned for it at the last evaluation (a grouped rule: its group's size)
+    count: int | None = None  # a grouped rule's rows behind it at the last evaluation; None: one row
     examples: list[dict[str, str]] = field(default_factory=list)  # the worst few rows (rules.Instance)
     notified_at: str | None = None  # when its firing was last told to the notifiers (repeat interval)
 
@@ -118,8 +118,9 @@ class AlertState:
 
     def step(self, rule: Rule, instances: Iterable[Instance], at: datetime) -> list[Transition]:
         """Advances the rule's alerts to `at`: new rows go pending (or fire at once when `for` is 0),
-        pending ones fire once active for `for`, firing ones that vanished resolve, pending ones that
-        vanished are forgotten, resolved ones are dropped after RESOLVED_RETENTION."""
+        pending ones fire once active for `for`, firing ones that vanished resolve (once gone for the rule's
+        keep_firing_for; back before that, they fire on unannounced), pending ones that vanished are
+        forgotten, resolved ones are dropped after RESOLVED_RETENTION."""
         now = iso(at)
         transitions: list[Transition] = []
         seen: set[str] = set()
@@ -149,6 +150,9 @@ class AlertState:
             if alert.state == "pending":
                 del self.alerts[fp]
             elif alert.state == "firing":
+                last_seen = parse_time(alert.last_seen or alert.fired_at or now)
+                if at - last_seen < rule.keep_firing_for:  # as Prometheus' keep_firing_for: no flapping
+                    continue
                 alert.state, alert.resolved_at = "resolved", now
                 transitions.append(Transition("resolved", alert))
             elif alert.resolved_at and at - parse_time(alert.resolved_at) > RESOLVED_RETENTION:
