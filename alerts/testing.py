@@ -132,7 +132,7 @@ def run_case(rule: Rule, case: dict[str, Any]) -> CaseResult:
                     if differ:
                         result.failures.append(
                             f"at {at.isoformat()}: {status} {_label_sets([labels])[0]}: annotations\n"
-                            f"      expected: {notes}\n      got:      {differ}"
+                            f"      expected: { {k: notes[k] for k in differ} }\n      got:      {differ}"
                         )
     finally:
         con.close()
