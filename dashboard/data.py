@@ -416,22 +416,26 @@ def alert_history() -> pd.DataFrame:
 
 
 def alerts_frame(alerts: Sequence[Any]) -> pd.DataFrame:
-    """Alerts as rows: state, severity, name, the labels that tell instances apart, and the summary."""
+    """Alerts as rows: state, severity, name, how many rows it stands for, the labels that tell alerts apart,
+    the summary, the worst examples, and the turn to open (its own, or a grouped alert's worst)."""
     rows = []
     for alert in alerts:
         extra = {k: v for k, v in alert.labels.items() if k not in ("alertname", "severity")}
+        worst = alert.examples[0] if alert.examples else {}
         rows.append(
             {
                 "state": alert.state,
                 "severity": alert.severity,
                 "alert": alert.rule,
+                "count": alert.count,
                 "summary": alert.annotations.get("summary", ""),
                 "labels": ", ".join(f"{k}={v}" for k, v in sorted(extra.items())),
+                "examples": "\n".join(e.get("line", "") for e in alert.examples),
                 "active since": alert.active_at,
                 "fired at": alert.fired_at,
                 "resolved at": alert.resolved_at,
-                "session_id": alert.labels.get("session_id"),
-                "turn_id": alert.labels.get("turn_id"),
+                "session_id": alert.labels.get("session_id", worst.get("session_id")),
+                "turn_id": alert.labels.get("turn_id", worst.get("turn_id")),
             }
         )
     order = {"critical": 0, "warning": 1, "info": 2}

@@ -131,8 +131,22 @@ def _store_dir(con: duckdb.DuckDBPyConnection) -> Path | None:
     return Path(row[0]).parent if row and row[0] else None
 
 
-def _overlapping_alerts(store: Path | None, turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Alerts (from the runner's history) about these turns, or without a turn and active during them."""
+def _finding_groups(sections: dict[str, Section]) -> set[tuple[str, str]]:
+    """(kind, tool) of each finding of the turns, as the grouped finding alerts label them."""
+    findings, ledger = sections.get("findings"), sections.get("ledger")
+    if findings is None or findings.unavailable is not None:
+        return set()
+    ledger_rows = [] if ledger is None or ledger.unavailable else ledger.rows
+    tools = {r.get("tool_call_id"): r.get("tool_name") for r in ledger_rows}
+    return {(str(r.get("kind")), str(tools.get(r.get("tool_call_id")) or "unknown")) for r in findings.rows}
+
+
+def _overlapping_alerts(
+    store: Path | None, turns: list[dict[str, Any]], findings: set[tuple[str, str]] | None = None
+) -> list[dict[str, Any]]:
+    """Alerts (from the runner's history) about these turns, or without a turn and active during them. A
+    grouped finding alert (labelled with a finding kind, and a tool, but no turn) is about these turns when
+    they have a finding of that kind and tool while it fired."""
     if store is None or not turns:
         return []
     start = min(t["first_ns"] for t in turns) / 1e9
@@ -159,16 +173,22 @@ def _overlapping_alerts(store: Path | None, turns: list[dict[str, Any]]) -> list
     chosen = []
     for life in lives.values():
         labels = life["labels"]
+        began = datetime.fromisoformat(life["startsAt"]).timestamp()
+        ended = datetime.fromisoformat(life["endsAt"]).timestamp() if life["endsAt"] else float("inf")
+        overlapped = began <= end and ended >= start
         if "turn_id" in labels:
             relevant = (labels.get("session_id"), labels["turn_id"]) in keys or (
                 "session_id" not in labels and labels["turn_id"] in {k[1] for k in keys}
             )
         elif "session_id" in labels:
             relevant = labels["session_id"] in sessions
+        elif "kind" in labels:
+            relevant = overlapped and any(
+                kind == labels["kind"] and tool == labels.get("tool_name", tool)
+                for kind, tool in findings or ()
+            )
         else:
-            began = datetime.fromisoformat(life["startsAt"]).timestamp()
-            ended = datetime.fromisoformat(life["endsAt"]).timestamp() if life["endsAt"] else float("inf")
-            relevant = began <= end and ended >= start
+            relevant = overlapped
         if relevant:
             chosen.append(life)
     return sorted(chosen, key=lambda a: (a["startsAt"], a["alertname"] or ""))
@@ -243,7 +263,7 @@ def gather(
             section.columns, section.rows = answer
         sections[key] = section
     _add_receipt_or_undo(sections["ledger"])
-    alerts = _overlapping_alerts(store_dir or _store_dir(con), turns)
+    alerts = _overlapping_alerts(store_dir or _store_dir(con), turns, _finding_groups(sections))
     return Incident(
         scope=scope, turns=turns, sections=sections, alerts=alerts, generated_at=datetime.now(UTC)
     )

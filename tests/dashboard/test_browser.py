@@ -266,9 +266,13 @@ def test_every_table_shows_its_key_columns_at_1440_px(dashboard_url: str, page: 
     _open(page, f"{dashboard_url}/turns", "Matching turns")
     assert {"session", "turn", "status", "finding kinds", "tools", "evidence"} <= set(_headers(page))
     _open(page, f"{dashboard_url}/side_effects", "Ghost commits")
-    assert {"tool", "tier", "status", "findings", "dispatched", "committed", "compensated"} <= set(
-        _headers(page)
+    phases = ["dispatched", "committed", "compensated", "first ack", "charged", "receipt"]
+    assert {"tool", "tier", "status", "findings", *phases} <= set(_headers(page))
+    scroll = page.evaluate(  # the whole ledger table fits: nothing left to scroll to sideways
+        """() => { const e = document.querySelector('[data-testid="stDataFrame"] .dvn-scroller');
+                   return [e.scrollWidth, e.clientWidth]; }"""
     )
+    assert scroll[0] <= scroll[1], f"the side effects table is {scroll[0]} px wide in {scroll[1]} px"
     _open(page, f"{dashboard_url}/tools", "untiered")
     tools = int(
         page.locator('[data-testid="stMetric"]').filter(has_text="Tools").first.inner_text().split()[-1]
