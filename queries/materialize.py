@@ -800,6 +800,17 @@ def _shuffle(run: _Run, units: int, present: list[str]) -> Path:
             },
         )
         run.con.execute("reset partitioned_write_flush_threshold")
+    files = sql_list(sorted(set(present) | {run.placeholder}))
+    for unit in range(units):  # a slice its hash gave no turn (a few large turns) reads zero-row files
+        for kind, select in (
+            ("copies", f"select * from span_copies_in({files}) limit 0"),
+            ("turns", "select session_id, turn_id from turnlens_unit_turns limit 0"),
+        ):
+            folder = shuffle / kind / f"unit={unit}"
+            if not folder.exists():  # not run.copy: nothing publishes these files
+                folder.mkdir(parents=True)
+                target = catalog.sql_string(str(folder / "empty.parquet"))
+                run.con.execute(f"copy ({select}) to {target} (format parquet)")
     return shuffle
 
 

@@ -347,3 +347,12 @@ def test_a_copy_stamped_before_the_watermark_but_stored_after_it_is_not_missed(
     assert refreshed["touched_turns"] == 1
     derived = staged.assert_equal_to_live()
     assert {turn for _, turn, *_ in derived["turns"]} == {"first", "slow"}
+
+
+def test_a_partition_larger_than_a_bucket_is_built_in_slices_even_when_a_slice_holds_no_turn(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    staged.send(contract_turn(turn="big", key="k-big", trace="tb", session="s-b"), at_ms=10_000)
+    built = staged.refresh(20_000, bucket_spans=2)  # one turn, one partition, computed in several slices
+    assert built["mode"] == "full" and built["buckets"] == 1 and built["units"] > 1
+    assert {turn for _, turn, *_ in staged.assert_equal_to_live()["turns"]} == {"big"}
