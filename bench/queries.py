@@ -180,7 +180,11 @@ def materialize_child(store: Path, threads: int | None, full: bool, fold: bool =
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"turnlens materialize exited {os.waitstatus_to_exitcode(status)}")
     summary = json.loads(output.decode().strip().splitlines()[-1])
-    return summary | {"wall_s": round(wall, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+    return summary | {
+        "wall_s": round(wall, 3),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+    }
 
 
 def timed(run: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
@@ -230,14 +234,29 @@ def main() -> int:
     else:
         catalog.write_catalog(store, segments_glob(store))  # the views of this checkout
 
-    results: dict[str, Any] = {"load_average_1m": round(os.getloadavg()[0], 2)}
+    # every figure's key is present; a figure this run did not take (a store reused with its derived state and
+    # no --full, --fresh 0) is null
+    results: dict[str, Any] = {
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "spans": None,
+        "full_build_s": None,
+        "full_build_peak_rss_mb": None,
+        "refresh_s": None,
+    }
     if args.full or materialize.current_snapshot(store) is None:
         full = materialize_child(store, args.threads, full=True)
         say(
-            f"full build: {full['seconds']:.1f} s in {full['buckets']} buckets,"
+            f"full build: {full['seconds']:.1f} s ({full['cpu_s']:.0f} CPU s) in {full['buckets']} buckets,"
             f" {full['partitions']} partitions, peak RSS {full['peak_rss_mb']:.0f} MB"
         )
-        results |= {"full_build_s": full["seconds"], "full_build_peak_rss_mb": full["peak_rss_mb"]}
+        results |= {
+            "full_build_s": full["seconds"],
+            "full_build_cpu_s": full["cpu_s"],
+            "full_build_peak_rss_mb": full["peak_rss_mb"],
+            "full_build_step_s": full["step_seconds"],
+            "full_build_step_cpu_s": full["step_cpu_seconds"],
+            "load_average_1m_after_full_build": round(os.getloadavg()[0], 2),
+        }
     if args.fresh:
         sent = send_new_turns(store, args.fresh)
         refresh = materialize_child(store, args.threads, full=False)

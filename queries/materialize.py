@@ -34,6 +34,7 @@ import json
 import math
 import os
 import re
+import shutil
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -111,6 +112,9 @@ HELD_RECOMPUTED = (
 CATALOG_FILES = ("identity.sql", "current.sql", "snapshot.sql")
 
 TIMINGS: dict[str, float] = defaultdict(float)  # seconds per step of the last materialize()
+# CPU seconds per step (every thread of the process, DuckDB's included): on a machine other work shares, what
+# a step costs, where TIMINGS also counts the time it waited for a core
+CPU_TIMINGS: dict[str, float] = defaultdict(float)
 _STEP = re.compile(r"^-- step: (\w+)$", re.MULTILINE)
 _PHASE = re.compile(r"^-- phase: (\w+)$", re.MULTILINE)
 _TEMP_VIEW = re.compile(r"create or replace temp view (\w+) as")
@@ -360,19 +364,22 @@ class _Run:
         self, name: str, values: Mapping[str, str] | None = None, params: Mapping[str, Any] | None = None
     ) -> Any:
         """Runs one step's statements; returns the last one's cursor."""
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         result = None
         for statement in catalog.split_statements(fill(self.steps[name], values or {})):
             result = self.con.execute(statement, catalog._params_of(statement, params or {}))
         TIMINGS[name] += time.perf_counter() - started
+        CPU_TIMINGS[name] += time.process_time() - cpu
         return result
 
     def fresh_phase(self, phase: str, values: Mapping[str, str], held: tuple[str, ...] = ()) -> None:
         """Creates one phase of derived/fresh.sql's views; those named in `held` are computed at once into
         temporary tables instead, in the file's order (each binds once, and the next ones read it from
         memory)."""
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         body = _sections((DERIVED_SQL / "fresh.sql").read_text(), _PHASE)[phase]
+        if "input_files" in values and "input_copies" not in values:  # a refresh reads the segments
+            values = {**values, "input_copies": f"span_copies_in({values['input_files']})"}
         for statement in catalog.split_statements(fill(body, values)):
             view = _TEMP_VIEW.search(statement)
             if view is not None and view[1] in held:
@@ -383,17 +390,19 @@ class _Run:
             else:
                 self.con.execute(statement)
         TIMINGS[f"define {phase}"] += time.perf_counter() - started
+        CPU_TIMINGS[f"define {phase}"] += time.process_time() - cpu
 
     def hold(self, names: tuple[str, ...]) -> None:
         """Computes relations of the fresh part once each, in order, and reads them from memory afterwards."""
         for name in names:
             self.step("hold", {"name": name})
             TIMINGS[f"hold {name}"] += TIMINGS.pop("hold")
+            CPU_TIMINGS[f"hold {name}"] += CPU_TIMINGS.pop("hold")
 
     def copy(self, select: str, target: Path, order_by: str | None = None) -> None:
         """Writes a query's rows to one Parquet file (sorted, in small row groups, when `order_by` names the
         column a lookup filters on), fsynced; its directory is fsynced before the manifest names it."""
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         target.parent.mkdir(parents=True, exist_ok=True)
         query = select.rstrip().rstrip(";")
         if order_by:
@@ -405,6 +414,7 @@ class _Run:
         segments.fsync_file(target)
         self.written_dirs.add(target.parent)
         TIMINGS[f"write {target.parent.parent.name}"] += time.perf_counter() - started
+        CPU_TIMINGS[f"write {target.parent.parent.name}"] += time.process_time() - cpu
 
     def present_segments(self) -> list[str]:
         return [
@@ -530,8 +540,9 @@ def materialize(
     Returns what it did: mode (full / refresh), version, watermark, partitions written, rows, seconds.
     Raises MaterializeBusy when another process holds the store's derived-state lock.
     """
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     TIMINGS.clear()
+    CPU_TIMINGS.clear()
     watermark = (now_ns if now_ns is not None else time.time_ns()) - int(margin_s * 1e9)
     with _lock(store_dir), leases.reading(store_dir, long=True):
         found = read_manifest(store_dir)
@@ -555,7 +566,9 @@ def materialize(
         "watermark_unix_nano": manifest.watermark,
         "partitions": len(manifest.partitions),
         "seconds": round(time.perf_counter() - started, 3),
+        "cpu_seconds": round(time.process_time() - cpu, 3),
         "step_seconds": {name: round(seconds, 3) for name, seconds in TIMINGS.items()},
+        "step_cpu_seconds": {name: round(seconds, 3) for name, seconds in CPU_TIMINGS.items()},
     }
     return summary
 
@@ -599,6 +612,8 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     ]:
         if int(path.stem.rsplit("-v", 1)[1]) > newest:
             path.unlink(missing_ok=True)
+    for shuffle in folder.glob(".shuffle-v*"):  # a full build's per-unit inputs: only that build reads them
+        shutil.rmtree(shuffle, ignore_errors=True)
 
 
 def _remove_old_format(store_dir: Path, grace_s: float) -> None:
@@ -822,8 +837,12 @@ def _roll_up(run: _Run, manifest: Manifest) -> Manifest:
 
 
 def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[Manifest, dict[str, Any]]:
-    """Every turn recomputed a bucket of partitions at a time, newest first, each bucket published when
-    done."""
+    """Every turn recomputed a unit at a time (a bucket of partitions, or a slice of a large one), newest
+    first, each bucket published when done.
+
+    The whole store is read twice, whatever its size: once for each trace's identity, keys and links (narrow
+    columns), and once to write each unit's input copies to the unit's own files (`_shuffle`). A unit's job
+    then reads only those files, so the build's time follows the store's size and its memory a unit's."""
     present = run.present_segments()
     run.step("whole_store_identity")
     sizes: dict[str, int] = defaultdict(int)
@@ -851,40 +870,114 @@ def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[M
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
         "input_files": sql_list(sorted(set(present) | {run.placeholder})),
     }
-    run.step("bucket_seed", params={"parts": [], "cutoff": run.cutoff, "slices": 1, "slice": 0})
+    units = _units(buckets)
+    run.step(
+        "unit_turns",
+        params={
+            "cutoff": run.cutoff,
+            "parts": [part for part, _, _ in units],
+            "first_units": [first for _, first, _ in units],
+            "slices": [slices for _, _, slices in units],
+        },
+    )
+    run.step("bucket_seed", params={"unit": -1})
     run.fresh_phase("touched", values)
     run.step("seeded_fresh_traces")
     run.fresh_phase("recompute", values)
     for table in TABLES:
         run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
     publish(run, manifest)  # readers see an empty state that says a build is under way
+    shuffle = _shuffle(run, sum(slices for _, slices in buckets), present)
+    unit = 0
     for bucket, slices in buckets:
         for slice_ in range(slices):
-            _compute_bucket(run, values, bucket, slices, slice_)
+            _compute_bucket(run, values, shuffle, unit)
             for part in bucket:
                 for table in TABLES:
                     run.write_partition(table, part, None, slice_=slice_ if slices > 1 else None)
+            _remove_tree(shuffle / "copies" / f"unit={unit}")
+            unit += 1
         if slices > 1:
             _join_slices(run, bucket[0], slices)
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         publish(run, manifest)
+    _remove_tree(shuffle)
     manifest = replace(manifest, partitions_total=None, built_unix=time.time())
     publish(run, manifest)
-    return manifest, {"mode": "full", "buckets": len(buckets), "copies": sum(sizes.values())}
+    return manifest, {
+        "mode": "full",
+        "buckets": len(buckets),
+        "units": unit,
+        "copies": sum(sizes.values()),
+    }
 
 
-def _compute_bucket(run: _Run, values: dict[str, str], bucket: list[str], slices: int, slice_: int) -> None:
-    """Recomputes the turns of a bucket's partitions (one slice of them, by a hash of the turn) and holds
-    their rows for the partitions' files."""
-    params = {"parts": bucket, "cutoff": run.cutoff, "slices": slices, "slice": slice_}
-    run.step("bucket_seed", params=params)
-    run.fresh_phase("touched", values)
-    run.step("seeded_fresh_traces")
-    run.hold(("turnlens_touched_traces", "turnlens_touched_turn_ids", "turnlens_fresh_input"))
-    files = [file for (file,) in run.step("input_files", values).fetchall()]
-    run.fresh_phase("recompute", values | {"input_files": sql_list(sorted(set(files) | {run.placeholder}))})
+def _units(buckets: list[tuple[list[str], int]]) -> list[tuple[str, int, int]]:
+    """Each partition with the first unit that computes it and how many units (slices) do: a bucket is one
+    unit for all its partitions, a partition larger than a bucket one unit per slice."""
+    units: list[tuple[str, int, int]] = []
+    first = 0
+    for bucket, slices in buckets:
+        units += [(part, first, slices) for part in bucket]
+        first += slices
+    return units
+
+
+def _shuffle(run: _Run, units: int, present: list[str]) -> Path:
+    """Writes each unit's input — every stored copy of the traces its turns need (their own, those sharing
+    an idempotency key with them, those they link to) — to the unit's own files, in one pass over the store,
+    and the unit's turns beside them. Returns the folder: `copies/unit=<n>/` and `turns/unit=<n>/`.
+
+    This is the seam between the whole store and the per-unit jobs: a unit's job (`_compute_bucket`) reads
+    these files and nothing else, so the same job can run on another engine given the same files."""
+    shuffle = run.folder / f".shuffle-v{run.version}"
+    _remove_tree(shuffle)
+    shuffle.mkdir(parents=True)
+    for unit in range(units):
+        run.step("bucket_seed", params={"unit": unit})
+        run.step("seeded_fresh_traces")
+        run.step("unit_inputs", params={"unit": unit})
+    if units:
+        run.con.execute("set partitioned_write_flush_threshold = 65536")  # a unit's rows are not all held
+        run.step(
+            "shuffle",
+            {
+                "files": sql_list(sorted(set(present) | {run.placeholder})),
+                "copies_dir": catalog.sql_string(str(shuffle / "copies")),
+                "turns_dir": catalog.sql_string(str(shuffle / "turns")),
+            },
+        )
+        run.con.execute("reset partitioned_write_flush_threshold")
+    files = sql_list(sorted(set(present) | {run.placeholder}))
+    for unit in range(units):  # a slice its hash gave no turn (a few large turns) reads zero-row files
+        for kind, select in (
+            ("copies", f"select * from span_copies_in({files}) limit 0"),
+            ("turns", "select session_id, turn_id from turnlens_unit_turns limit 0"),
+        ):
+            folder = shuffle / kind / f"unit={unit}"
+            if not folder.exists():  # not run.copy: nothing publishes these files
+                folder.mkdir(parents=True)
+                target = catalog.sql_string(str(folder / "empty.parquet"))
+                run.con.execute(f"copy ({select}) to {target} (format parquet)")
+    return shuffle
+
+
+def _compute_bucket(run: _Run, values: dict[str, str], shuffle: Path, unit: int) -> None:
+    """Recomputes the turns of one unit from its own files (`_shuffle`) and holds their rows for the
+    partitions' files: a function of those files and of the roll-up cutoff alone."""
+    copies = sql_list([str(shuffle / "copies" / f"unit={unit}" / "*.parquet")])
+    turns = sql_list([str(shuffle / "turns" / f"unit={unit}" / "*.parquet")])
+    run.step("unit_job", {"copies_files": copies, "turns_files": turns})
+    run.fresh_phase(
+        "recompute", values | {"input_copies": f"read_parquet({copies}, hive_partitioning = false)"}
+    )
     run.step("bucket_replaced_turns")
     run.hold(tuple(name for name in HELD_RECOMPUTED if name != "turnlens_replaced_turns"))
+
+
+def _remove_tree(folder: Path) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)
 
 
 def _join_slices(run: _Run, part: str, slices: int) -> None:

@@ -88,6 +88,7 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     first = materialize.materialize(store, segments_glob(store), margin_s=0, bucket_spans=2_000)
     assert first["mode"] == "full"
     assert snapshot_rows(store) == plain_rows(store)
+    assert not list((store / "derived").glob(".shuffle-v*")), "each unit's input files are removed once used"
 
     time.sleep(0.01)
     ingest(store, fleet[1::2], tmp_path / "second.jsonl")

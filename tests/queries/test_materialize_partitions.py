@@ -398,3 +398,12 @@ def test_a_turn_updated_by_three_refreshes_reads_once_and_folds_into_its_partiti
     }
     deltas = {str(Path(name).resolve()) for name in piled.files() if "/delta/" in name}
     assert len(deltas) >= 3 and deltas <= scheduled
+
+
+def test_a_partition_larger_than_a_bucket_is_built_in_slices_even_when_a_slice_holds_no_turn(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    staged.send(contract_turn(turn="big", key="k-big", trace="tb", session="s-b"), at_ms=10_000)
+    built = staged.refresh(20_000, bucket_spans=2)  # one turn, one partition, computed in several slices
+    assert built["mode"] == "full" and built["buckets"] == 1 and built["units"] > 1
+    assert {turn for _, turn, *_ in staged.assert_equal_to_live()["turns"]} == {"big"}

@@ -67,18 +67,60 @@ select turnlens_partition_of(min(started), $cutoff) as part, sum(spans)::bigint 
 from turnlens_all_trace_turns
 group by session_id, turn_id;
 
+-- step: unit_turns
+-- a full build's units of work: each turn with the unit that computes it. A unit is a bucket of partitions, or one
+-- slice (by a hash of the turn) of a partition holding more than a bucket; unit $first_units[i] + 0 .. $slices[i] - 1
+-- computes partition $parts[i]
+create or replace temp table turnlens_unit_turns as
+with turn_parts as (
+    select session_id, turn_id, turnlens_partition_of(min(started), $cutoff) as part
+    from turnlens_all_trace_turns
+    group by session_id, turn_id
+),
+
+units as (
+    select unnest($parts) as part, unnest($first_units) as first_unit, unnest($slices) as slices
+)
+
+select t.session_id, t.turn_id, (u.first_unit + hash(t.session_id, t.turn_id) % u.slices)::integer as unit
+from turn_parts as t
+join units as u using (part);
+
+create or replace temp table turnlens_unit_inputs (trace_id varchar, unit integer);
+
 -- step: bucket_seed
--- a full build's bucket: the traces of the turns whose partition is one of the bucket's (a slice of them, by a hash
--- of the turn, when one partition holds more than a bucket)
+-- a unit's turns and their traces, from the whole store's identity: the seed its input traces are found from (the
+-- same closure a refresh computes, fresh.sql, phase touched)
 create or replace temp table turnlens_bucket_turns as
-select session_id, turn_id
-from turnlens_all_trace_turns
-group by session_id, turn_id
-having list_contains($parts, turnlens_partition_of(min(started), $cutoff))
-    and hash(session_id, turn_id) % $slices = $slice;
+select session_id, turn_id from turnlens_unit_turns where unit = $unit;
 
 create or replace temp table turnlens_seed as
 select trace_id from turnlens_all_trace_turns semi join turnlens_bucket_turns using (session_id, turn_id);
+
+-- step: unit_inputs
+-- the traces a unit reads: its turns' traces, the traces sharing their idempotency keys, those they link to
+insert into turnlens_unit_inputs select trace_id, $unit from turnlens_fresh_input;
+
+-- step: shuffle
+-- one pass over the store: every stored copy of each unit's input traces written to that unit's own files
+-- ({{copies_dir}}/unit=<unit>/), with the segment it came from (`filename`, a retried copy's tie-break), and each
+-- unit's turns ({{turns_dir}}/unit=<unit>/). A copy a trace of several units needs is written once per unit.
+copy (
+    select c.*, i.unit
+    from span_copies_in({{files}}) as c
+    join turnlens_unit_inputs as i using (trace_id)
+) to {{copies_dir}} (format parquet, compression zstd, partition_by (unit));
+
+copy (select session_id, turn_id, unit from turnlens_unit_turns) to {{turns_dir}} (format parquet, partition_by (unit));
+
+-- step: unit_job
+-- a unit's job reads its own files only (a pure function of them and of the roll-up cutoff): its turns, and the
+-- copies of every trace they need, which the recomputation (fresh.sql, phase recompute) reads as its stored copies
+create or replace temp table turnlens_bucket_turns as
+select session_id, turn_id from read_parquet({{turns_files}}, hive_partitioning = false);
+
+create or replace temp view turnlens_fresh_input as
+select distinct trace_id from read_parquet({{copies_files}}, hive_partitioning = false);
 
 -- step: seeded_fresh_traces
 -- a full build's touched traces start from its seed; the identity tables are whole already (nothing is new)
