@@ -7,6 +7,7 @@ a reader that has the old file open.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -357,31 +358,53 @@ def apply_snapshot(
 STORE_TABLE = "turnlens_store"
 
 
+def sql_fingerprint() -> str:
+    """A digest of the SQL a catalog is written from (the views and the derived state's reads): a catalog
+    written by another version of turnlens is told by a recorded digest that is not this one."""
+    digest = hashlib.sha256()
+    for folder in (*VIEW_FOLDERS, "derived"):
+        for path in sorted((QUERIES_DIR / folder).rglob("*.sql")):
+            digest.update(path.relative_to(QUERIES_DIR).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def record_store(con: duckdb.DuckDBPyConnection, store_dir: Path) -> None:
-    """Writes into the catalog the folder it was written for: its views name that folder's files by absolute
-    path, so a copied or moved store is told by a recorded folder that is not its own (`written_for`)."""
+    """Writes into the catalog the folder it was written for and the digest of the SQL it was written from:
+    its views name that folder's files by absolute path, so a copied or moved store is told by a recorded
+    folder that is not its own, and an upgrade by a digest that is not this turnlens's (`written_for`)."""
     path = sql_string(str(store_dir.resolve()))
-    con.execute(f"create or replace table {STORE_TABLE} as select {path} as store_dir")
+    con.execute(
+        f"create or replace table {STORE_TABLE} as"
+        f" select {path} as store_dir, {sql_string(sql_fingerprint())} as sql_sha256"
+    )
     con.execute(
         f"comment on table {STORE_TABLE} is "
-        + sql_string("the store folder this catalog was written for; its views read that folder's files")
+        + sql_string(
+            "the store folder this catalog was written for (its views read that folder's files) and the"
+            " digest of the SQL it was written from"
+        )
     )
 
 
-def written_for(store_dir: Path) -> Path | None:
-    """The folder the store's catalog was written for; None without a catalog or for one that does not say
-    (written by a turnlens before it recorded it)."""
+def written_for(store_dir: Path) -> tuple[Path | None, str | None]:
+    """The folder the store's catalog was written for and the digest of its SQL; None for either without a
+    catalog or for one that does not say (written by a turnlens before it recorded it)."""
     try:
         con = duckdb.connect(str(store_dir / CATALOG_FILE), read_only=True)
     except duckdb.IOException:
-        return None
+        return None, None
     try:
-        rows = con.execute(
-            "select store_dir from turnlens_store" if _has_store_table(con) else "select null"
-        ).fetchall()
+        if not _has_store_table(con):
+            return None, None
+        columns = {row[0] for row in con.execute(f"describe {STORE_TABLE}").fetchall()}
+        digest = "sql_sha256" if "sql_sha256" in columns else "null"
+        rows = con.execute(f"select store_dir, {digest} from {STORE_TABLE}").fetchall()
     finally:
         con.close()
-    return Path(rows[0][0]) if rows and rows[0][0] else None
+    if not rows:
+        return None, None
+    folder, sql = rows[0]
+    return (Path(folder) if folder else None), sql
 
 
 def _has_store_table(con: duckdb.DuckDBPyConnection) -> bool:
@@ -399,16 +422,22 @@ class MovedStore(CatalogError):
 
 def follow_move(store_dir: Path) -> None:
     """Rewrites the store's catalog when it was written for another folder (the store was copied or moved):
-    its views would read the files of that folder, or of none. Raises MovedStore when the catalog cannot be
-    written here (a read-only copy), saying what to run."""
-    recorded = written_for(store_dir)
-    if recorded is None or recorded == store_dir.resolve():
+    its views would read the files of that folder, or of none; or from other SQL (turnlens was upgraded): its
+    views would lack what this version's queries call. Raises MovedStore when the catalog cannot be written
+    here (a read-only copy), saying what to run."""
+    recorded, sql = written_for(store_dir)
+    moved = recorded is not None and recorded != store_dir.resolve()
+    upgraded = sql is not None and sql != sql_fingerprint()
+    if not moved and not upgraded:
         return
+    if recorded is None:
+        recorded = store_dir.resolve()
     try:
         write_catalog(store_dir, layout.segments_glob(store_dir))
     except OSError as exc:
+        why = f"for {recorded} (the store was copied or moved)" if moved else "by another version of turnlens"
         raise MovedStore(
-            f"the catalog of {store_dir} was written for {recorded} (the store was copied or moved) and "
+            f"the catalog of {store_dir} was written {why} and "
             f"cannot be rewritten here ({exc.strerror or exc}); run "
             f"`turnlens views --store {store_dir} --rebuild` as a user who can write the store"
         ) from exc

@@ -499,6 +499,8 @@ def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_li
     already; rebinding them all costs seconds), everything the run creates temporary."""
     if not (store_dir / catalog.CATALOG_FILE).exists():
         catalog.write_catalog(store_dir, segments_glob)
+    else:  # a catalogue of another folder or another turnlens lacks this run's macros or reads other files
+        catalog.follow_move(store_dir)
     con = duckdb.connect(str(store_dir / catalog.CATALOG_FILE), read_only=True)
     if threads:
         con.execute(f"set threads = {int(threads)}")  # SET binds no parameters

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import duckdb
 import pytest
 from turnlens.kernel import contract as c
 from turnlens.queries import catalog, registry, settings
@@ -157,9 +158,26 @@ def test_a_copied_store_reads_its_own_files_once_the_original_is_gone(
     source, copy = tmp_path / "store0", tmp_path / "elsewhere" / "store"
     shutil.copytree(source, copy)
     shutil.rmtree(source)
-    assert catalog.written_for(copy) == source.resolve()
+    assert catalog.written_for(copy)[0] == source.resolve()
     with catalog.reading(copy) as con:
         assert con.execute("select count(*) from spans").fetchone() == spans
         found = con.execute("select kind from divergences").fetchall()
     assert found == [("cancel_not_propagated",)]
-    assert catalog.written_for(copy) == copy.resolve()
+    assert catalog.written_for(copy)[0] == copy.resolve()
+
+
+def test_a_catalog_written_by_another_turnlens_is_rewritten_on_first_open(
+    kit: SimpleNamespace, tmp_path: Path
+) -> None:
+    """An upgrade brings views and macros the old catalogue lacks (the materialiser calls them too): the first
+    reader rewrites a catalogue whose recorded SQL digest is not this version's."""
+    store = kit.store(kit.turn(cancel_at=1000, dispatch_at=None, acked=()))
+    store.close()
+    folder = tmp_path / "store0"
+    with duckdb.connect(str(folder / catalog.CATALOG_FILE)) as old:  # as an older turnlens left it
+        old.execute("drop view findings")
+        old.execute("update turnlens_store set sql_sha256 = 'written-by-an-older-turnlens'")
+    assert catalog.written_for(folder)[1] == "written-by-an-older-turnlens"
+    with catalog.reading(folder) as con:
+        assert con.execute("select kind from findings").fetchall() == [("cancel_not_propagated",)]
+    assert catalog.written_for(folder)[1] == catalog.sql_fingerprint()
