@@ -7,18 +7,41 @@ own memory and its answers to exporters must depend on neither. The children run
 run still going when the next is due is not doubled, and a child that finds another process maintaining the
 store (exit 75) waits for the next interval. The materialiser refreshes every second or so in one process
 (starting an interpreter per refresh would cost as much as the refresh); when it exits it is started again
-after the interval.
+after the interval. A child ends with its collector (on Linux, the parent-death signal): a collector killed
+with -9 and started again leaves no second materialiser refreshing the store.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 NICE = 10
 BUSY = 75  # EX_TEMPFAIL: another process holds the store's maintenance or snapshot lock
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up before any fork (a child of a threaded process should not load libraries)."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None  # not Linux: children outlive a collector killed with -9
+
+
+def _child_setup(parent: int, prctl: Callable[..., int] | None) -> None:
+    """In the child before exec: a lower priority, and SIGTERM when the collector's thread that started it
+    ends (the collector stopped or died)."""
+    os.nice(NICE)
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the collector died before the signal was asked for
+            os._exit(1)
 
 
 class ChildLoop:
@@ -38,12 +61,14 @@ class ChildLoop:
         self._thread.start()
 
     def _loop(self) -> None:
+        parent, prctl = os.getpid(), _prctl()
         while not self._stopping.wait(self.interval_s):
             self._child = subprocess.Popen(
                 [sys.executable, "-m", "turnlens.cli", *self.args],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                preexec_fn=lambda: os.nice(NICE),  # noqa: PLW1509 - no threads run in the child before exec
+                # no threads run in the child before exec
+                preexec_fn=lambda: _child_setup(parent, prctl),  # noqa: PLW1509
             )
             code = self._child.wait()
             self.runs += 1
