@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import otlp_samples as s
@@ -172,6 +173,16 @@ STORED = {
 AS_READ = ("divergences", "turns")
 
 
+def _rounded(value: Any) -> Any:
+    """A float to 9 decimals (a sum's last bit depends on the order DuckDB's threads added it up), in rows and
+    lists alike."""
+    if isinstance(value, float):
+        return round(value, 9)
+    if isinstance(value, list | tuple):
+        return type(value)(_rounded(item) for item in value)
+    return value
+
+
 def _derived_rows(store: Path) -> dict[str, list[tuple]]:
     """Every row of every table of the store's current derived state, sorted (and the views AS_READ)."""
     manifest = materialize.current_snapshot(store)
@@ -188,7 +199,8 @@ def _derived_rows(store: Path) -> dict[str, list[tuple]]:
         }
     finally:
         con.close()
-    return rows | {f"{view} read": s.query(store, f"select * from {view} order by all") for view in AS_READ}
+    rows |= {f"{view} read": s.query(store, f"select * from {view} order by all") for view in AS_READ}
+    return {table: [_rounded(row) for row in table_rows] for table, table_rows in rows.items()}
 
 
 def test_three_collectors_and_two_materialisers_killed_at_random_lose_nothing(tmp_path: Path) -> None:
@@ -242,11 +254,11 @@ def test_three_collectors_and_two_materialisers_killed_at_random_lose_nothing(tm
         time.sleep(0.2)
     assert not left, f"{what}: still running: {[p.info['cmdline'] for p in left]}"
 
-    # the catalogue renamed last reads the newest published version, whichever process wrote it
+    # the catalogue reads a version whose files are all there (a materialiser stopped between renaming the
+    # manifest and the catalogue leaves it one version behind, which the next run catches up)
     manifest = materialize.current_snapshot(store)
     assert manifest is not None, what
-    [(generation,)] = s.query(store, "select generation from turnlens_snapshot")
-    assert generation == manifest.generation, what
+    assert s.query(store, "select count(*) from turns")[0][0] > 0, what
 
     acknowledged = set().union(*(sender.acknowledged for sender in senders))
     assert len(acknowledged) > 1000, what
@@ -267,6 +279,8 @@ def test_three_collectors_and_two_materialisers_killed_at_random_lose_nothing(tm
     assert refresh.returncode == 0, refresh.stderr
     assert json.loads(refresh.stdout.splitlines()[-1])["mode"] == "refresh", what
     incremental = _derived_rows(store)
+    [(generation,)] = s.query(store, "select generation from turnlens_snapshot")
+    assert generation == materialize.current_snapshot(store).generation, what  # type: ignore[union-attr]
     assert len(incremental["turns"]) > 50, what
     built = materialize.materialize(store, segments_glob(store), full=True, margin_s=0)
     assert built["mode"] == "full"
