@@ -59,11 +59,14 @@ def _snapshot_note(store: Path) -> str:
 
     con = catalog.connect(store)
     try:
-        [(watermark_ms, built_ms)] = data.run_named(con, "snapshot_time", {}).itertuples(index=False)
+        frame = data.run_named(con, "snapshot_time", {})
     except data.StoreNotReady:
-        return "no snapshot: the per-turn views are computed live (run `turnlens materialize` first)"
+        frame = None
     finally:
         con.close()
+    if frame is None or not len(frame):
+        return "no snapshot: the per-turn views are computed live (run `turnlens materialize` first)"
+    watermark_ms, built_ms = int(frame["watermark_ms"].iloc[0]), int(frame["built_ms"].iloc[0])
     received = datetime.fromtimestamp(watermark_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     built_after_s = (built_ms - watermark_ms) / 1000
     return f"snapshot of the spans received up to {received} UTC, built {built_after_s:.0f} s later"
