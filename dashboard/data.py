@@ -104,6 +104,9 @@ def harden(con: duckdb.DuckDBPyConnection, store_dir: Path, *, memory_limit: str
     con.execute("set lock_configuration = true")
 
 
+RETIRE_AFTER_S = 10.0  # a replaced catalog connection is closed this long after (reads take less), once idle
+
+
 class _Catalog:
     """The open catalog, reopened when `write_catalog` renames a new file into place."""
 
@@ -113,6 +116,8 @@ class _Catalog:
         self.lock = threading.Lock()
         self.stamp: tuple[int, int] | None = None
         self.con: duckdb.DuckDBPyConnection | None = None
+        # replaced connections, with when: closed once no query runs on them and a page's reads are over
+        self.retired: list[tuple[duckdb.DuckDBPyConnection, float]] = []
 
     def _current_stamp(self) -> tuple[int, int]:
         try:
@@ -124,16 +129,45 @@ class _Catalog:
             ) from None
         return stat.st_ino, stat.st_mtime_ns
 
+    def _current(self) -> tuple[duckdb.DuckDBPyConnection, tuple[int, int]]:
+        """The connection to the catalog file in place now (under the lock), opened anew if it was replaced.
+
+        The one it replaces may still serve another page's reads on its cursors (closing it would close them
+        and DuckDB refuses to close a busy one), so it is closed on a later replacement, RETIRE_AFTER_S on.
+        """
+        stamp = self._current_stamp()
+        if self.con is None or stamp != self.stamp:
+            now = time.monotonic()
+            if self.con is not None:
+                self.retired.append((self.con, now))
+            self.retired = [
+                (old, since)
+                for old, since in self.retired
+                if now - since < RETIRE_AFTER_S or not _closed(old)
+            ]
+            con = catalog.connect(self.store_dir)
+            harden(con, self.store_dir, memory_limit=read_settings().memory_limit)
+            self.con, self.stamp = con, stamp
+        return self.con, stamp
+
     def cursor(self) -> tuple[duckdb.DuckDBPyConnection, tuple[int, int]]:
         with self.lock:
-            stamp = self._current_stamp()
-            if self.con is None or stamp != self.stamp:
-                if self.con is not None:
-                    self.con.close()
-                con = catalog.connect(self.store_dir)
-                harden(con, self.store_dir, memory_limit=read_settings().memory_limit)
-                self.con, self.stamp = con, stamp
-            return self.con.cursor(), stamp
+            con, stamp = self._current()
+            return con.cursor(), stamp
+
+    def current_stamp(self) -> tuple[int, int]:
+        """The stamp of the catalog in place, its connection opened if it is new (no cursor made)."""
+        with self.lock:
+            return self._current()[1]
+
+
+def _closed(con: duckdb.DuckDBPyConnection) -> bool:
+    """Closes a replaced connection unless a query still runs on it (then it is tried again later)."""
+    try:
+        con.close()
+    except duckdb.ResourceInUseException:
+        return False
+    return True
 
 
 @st.cache_resource(show_spinner=False)
@@ -185,7 +219,7 @@ def console_sandbox() -> Any:
 
 def catalog_stamp() -> tuple[int, int]:
     """Changes whenever the catalog file is replaced; part of every cached result's key."""
-    return _catalog(str(settings().store_dir)).cursor()[1]
+    return _catalog(str(settings().store_dir)).current_stamp()
 
 
 # --- named queries -----------------------------------------------------------------------------------
