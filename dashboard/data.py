@@ -104,9 +104,6 @@ def harden(con: duckdb.DuckDBPyConnection, store_dir: Path, *, memory_limit: str
     con.execute("set lock_configuration = true")
 
 
-RETIRE_AFTER_S = 10.0  # a replaced catalog connection is closed this long after (reads take less), once idle
-
-
 class _Catalog:
     """The open catalog, reopened when `write_catalog` renames a new file into place."""
 
@@ -116,8 +113,6 @@ class _Catalog:
         self.lock = threading.Lock()
         self.stamp: tuple[int, int] | None = None
         self.con: duckdb.DuckDBPyConnection | None = None
-        # replaced connections, with when: closed once no query runs on them and a page's reads are over
-        self.retired: list[tuple[duckdb.DuckDBPyConnection, float]] = []
 
     def _current_stamp(self) -> tuple[int, int]:
         try:
@@ -132,19 +127,20 @@ class _Catalog:
     def _current(self) -> tuple[duckdb.DuckDBPyConnection, tuple[int, int]]:
         """The connection to the catalog file in place now (under the lock), opened anew if it was replaced.
 
-        The one it replaces may still serve another page's reads on its cursors (closing it would close them
-        and DuckDB refuses to close a busy one), so it is closed on a later replacement, RETIRE_AFTER_S on.
+        The replaced connection is closed first: DuckDB hands out an instance still open for the same path,
+        which would read the replaced file. DuckDB refuses to close it while another page's query runs on
+        it; that page's reads and this one then go on with the replaced catalog (its files are still there
+        under their leases) and a later call, once it is idle, opens the new one.
         """
         stamp = self._current_stamp()
         if self.con is None or stamp != self.stamp:
-            now = time.monotonic()
             if self.con is not None:
-                self.retired.append((self.con, now))
-            self.retired = [
-                (old, since)
-                for old, since in self.retired
-                if now - since < RETIRE_AFTER_S or not _closed(old)
-            ]
+                try:
+                    self.con.close()
+                except duckdb.ResourceInUseException:
+                    assert self.stamp is not None
+                    return self.con, self.stamp
+                self.con = None
             con = catalog.connect(self.store_dir)
             harden(con, self.store_dir, memory_limit=read_settings().memory_limit)
             self.con, self.stamp = con, stamp
@@ -159,15 +155,6 @@ class _Catalog:
         """The stamp of the catalog in place, its connection opened if it is new (no cursor made)."""
         with self.lock:
             return self._current()[1]
-
-
-def _closed(con: duckdb.DuckDBPyConnection) -> bool:
-    """Closes a replaced connection unless a query still runs on it (then it is tried again later)."""
-    try:
-        con.close()
-    except duckdb.ResourceInUseException:
-        return False
-    return True
 
 
 @st.cache_resource(show_spinner=False)
