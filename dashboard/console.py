@@ -10,6 +10,7 @@ whatever DuckDB would have allowed. The statement check below only gives a frien
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import select
@@ -219,6 +220,7 @@ class Sandbox:
 
         if self.copies is None:
             self.copies = Path(tempfile.mkdtemp(prefix="turnlens-console-"))
+            atexit.register(shutil.rmtree, self.copies, ignore_errors=True)  # the dashboard never closes it
         self.copied += 1
         target = self.copies / f"catalog-{self.copied}.duckdb"
         partial = target.with_suffix(".tmp")
