@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from turnlens.kernel.layout import segments_glob
-from turnlens.queries import catalog, materialize
+from turnlens.queries import catalog, materialize, turn_queries
 
 from turnlens.cli import main
 
@@ -108,9 +108,7 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
         assert one_turn_rows(con, turns) == one_turn_rows(plain, turns)
         # and it opens only the segments that can hold the turn: those the index names, and the unindexed ones
         session, turn = turns[0]
-        catalog.execute_script(
-            con, "set variable turnlens_turn_traces = turn_traces_of([$turn])", {"turn": turn}
-        )
+        turn_queries.hold(con, [session], [turn], keys=False)
         [(opened,)] = con.execute("select getvariable('turnlens_turn_files').files").fetchall()
         [(holding,)] = con.execute(
             "select list(distinct filename) from span_copies()"
