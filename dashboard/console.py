@@ -28,6 +28,7 @@ from typing import IO, Any
 
 import duckdb
 import pandas as pd
+from turnlens.kernel.layout import CATALOG_FILE
 
 # SET VARIABLE is admitted for `SET VARIABLE skew_tolerance_ms = 20` (the settings view reads variables);
 # every configuration option is locked in the worker, so a SET of one fails there.
@@ -216,8 +217,6 @@ class Sandbox:
     def _copy_catalog(self) -> Path:
         """A fresh copy of the store's catalog in the private folder, renamed into place so the worker never
         sees half of one."""
-        from turnlens.dashboard.console_worker import CATALOG_FILE  # no thread started by that import
-
         if self.copies is None:
             self.copies = Path(tempfile.mkdtemp(prefix="turnlens-console-"))
             atexit.register(shutil.rmtree, self.copies, ignore_errors=True)  # the dashboard never closes it

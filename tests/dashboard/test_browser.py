@@ -284,15 +284,28 @@ def test_every_table_shows_its_key_columns_at_1440_px(dashboard_url: str, page: 
 def test_a_page_shows_it_is_loading(
     dashboard_url: str, page: object, sample_store: Path, incident_turn: dict[str, str]
 ) -> None:
+    """The main pane is never blank for long: a page that takes more than Streamlit's spinner delay (0.5 s)
+    says it is loading. Whether a given load is slow depends on what earlier loads cached, so the test
+    records every appearance of the spinner and asserts it was seen unless the page was drawn sooner."""
     con = catalog.connect(sample_store)
-    try:  # a turn no other test opened: its first load reads the store
+    try:  # a turn no other test opens (the oldest of the recent ones): its first load reads the store
         turns = data.run_named(con, "recent_turns", {"limit": 50})
     finally:
         con.close()
-    turn = next(t for t in turns.itertuples() if t.turn_id != incident_turn["turn"])
+    turn = [t for t in turns.itertuples() if t.turn_id != incident_turn["turn"]][-1]
+    page.add_init_script(  # type: ignore[attr-defined]
+        """new MutationObserver(() => {
+            if (document.body && document.body.innerText.includes("Loading Turn detail")) {
+                window.sawLoading = true;
+            }
+        }).observe(document, {subtree: true, childList: true, characterData: true});"""
+    )
+    started = time.monotonic()
     page.goto(f"{dashboard_url}/turn?session={turn.session_id}&turn={turn.turn_id}", wait_until="commit")
-    page.get_by_text("Loading Turn detail").first.wait_for(timeout=30_000)
     page.get_by_text("Selected span").first.wait_for(timeout=60_000)
+    drawn_s = time.monotonic() - started
+    saw_loading = page.evaluate("() => window.sawLoading === true")  # type: ignore[attr-defined]
+    assert saw_loading or drawn_s < 1.0, f"no loading indicator while the page took {drawn_s:.1f} s"
 
 
 def test_unknown_link_values_are_reported_and_every_link_opens_a_page(
