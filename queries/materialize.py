@@ -36,7 +36,7 @@ import os
 import re
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -103,6 +103,12 @@ CATALOG_FILES = ("identity.sql", "snapshot.sql")  # the store's catalogue: VIEWS
 TIMINGS: dict[str, float] = defaultdict(float)  # seconds per step of the last materialize()
 _STEP = re.compile(r"^-- step: (\w+)$", re.MULTILINE)
 _PHASE = re.compile(r"^-- phase: (\w+)$", re.MULTILINE)
+
+
+# what computes a full build's buckets: given the run (its identity tables held), the fresh part's constants
+# and the buckets (partitions, slices) newest first, it writes each bucket's partition files (their folders
+# added to run.written_dirs) and yields the bucket when they are all written; the build publishes it then
+BucketEngine = Callable[["_Run", dict[str, str], list[tuple[list[str], int]]], Iterator[list[str]]]
 
 
 class MaterializeBusy(Exception):
@@ -409,13 +415,16 @@ def materialize(
     memory_limit: str | None = None,
     now_ns: int | None = None,
     grace_s: float = GRACE_S,
+    engine: BucketEngine | None = None,
 ) -> dict[str, Any]:
     """Brings the store's derived state up to now minus `margin_s` and rewrites the catalogue to read it.
 
     The run reads under a reader lease (no segment it listed is deleted under it); the files it replaces are
     retired for deletion after `grace_s`, like a replaced segment.
 
-    A refresh when the current manifest is whole and written under the store's inputs, else a full build.
+    A refresh when the current manifest is whole and written under the store's inputs, else a full build,
+    whose buckets `engine` computes (local_buckets, on this connection, by default; queries/spark_engine.py's
+    on a Spark cluster). A refresh always runs here: it reads what changed, not the store.
     Returns what it did: mode (full / refresh), version, watermark, partitions written, rows, seconds.
     Raises MaterializeBusy when another process holds the store's derived-state lock.
     """
@@ -433,7 +442,7 @@ def materialize(
             if previous is not None and previous.complete and not full:
                 manifest, summary = _refresh(run, previous)
             else:
-                manifest, summary = _full_build(run, found, bucket_spans)
+                manifest, summary = _full_build(run, found, bucket_spans, engine or local_buckets)
         finally:
             con.close()
         _retire(store_dir, manifest, found, grace_s)
@@ -673,11 +682,14 @@ def _roll_up(run: _Run, manifest: Manifest) -> Manifest:
     return replace(manifest, partitions=partitions)
 
 
-def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[Manifest, dict[str, Any]]:
+def _full_build(
+    run: _Run, found: Manifest | None, bucket_spans: int, engine: BucketEngine
+) -> tuple[Manifest, dict[str, Any]]:
     """Every turn recomputed a bucket of partitions at a time, newest first, each bucket published when
     done."""
     present = run.present_segments()
     run.step("whole_store_identity")
+    run.step("whole_store_views")
     sizes: dict[str, int] = defaultdict(int)
     for part, spans in run.step("turn_sizes", params={"cutoff": run.cutoff}).fetchall():
         sizes[part] += int(spans)
@@ -710,19 +722,33 @@ def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[M
     for table in TABLES:
         run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
     publish(run, manifest)  # readers see an empty state that says a build is under way
-    for bucket, slices in buckets:
-        for slice_ in range(slices):
-            _compute_bucket(run, values, bucket, slices, slice_)
-            for part in bucket:
-                for table in TABLES:
-                    run.write_partition(table, part, None, slice_=slice_ if slices > 1 else None)
-        if slices > 1:
-            _join_slices(run, bucket[0], slices)
+    for bucket in engine(run, values, buckets):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         publish(run, manifest)
     manifest = replace(manifest, partitions_total=None, built_unix=time.time())
     publish(run, manifest)
     return manifest, {"mode": "full", "buckets": len(buckets), "copies": sum(sizes.values())}
+
+
+def local_buckets(
+    run: _Run, values: dict[str, str], buckets: list[tuple[list[str], int]]
+) -> Iterator[list[str]]:
+    """The full build's buckets computed one after another on the run's own connection; yields each bucket
+    once its partitions' files are written (the build publishes it). The default BucketEngine."""
+    for bucket, slices in buckets:
+        for slice_ in range(slices):
+            write_bucket(run, values, bucket, slices, slice_)
+        if slices > 1:
+            _join_slices(run, bucket[0], slices)
+        yield bucket
+
+
+def write_bucket(run: _Run, values: dict[str, str], bucket: list[str], slices: int, slice_: int) -> None:
+    """Recomputes one bucket (one slice of it) and writes its partitions' files (slice files when sliced)."""
+    _compute_bucket(run, values, bucket, slices, slice_)
+    for part in bucket:
+        for table in TABLES:
+            run.write_partition(table, part, None, slice_=slice_ if slices > 1 else None)
 
 
 def _compute_bucket(run: _Run, values: dict[str, str], bucket: list[str], slices: int, slice_: int) -> None:

@@ -48,6 +48,20 @@ select * from turnlens_trace_keys_of('turnlens_all_copies');
 create or replace temp table turnlens_all_trace_links as
 select * from turnlens_trace_links_of('turnlens_all_copies');
 
+-- step: staged_identity
+-- a full build's bucket computed by another process (queries/spark_engine.py): the whole-store identity is read from
+-- the files the build staged ({{trace_turns}}, {{trace_keys}}, {{trace_links}}), not computed again
+create or replace temp table turnlens_all_trace_turns as
+select * from read_parquet({{trace_turns}}, hive_partitioning = false);
+
+create or replace temp table turnlens_all_trace_keys as
+select * from read_parquet({{trace_keys}}, hive_partitioning = false);
+
+create or replace temp table turnlens_all_trace_links as
+select * from read_parquet({{trace_links}}, hive_partitioning = false);
+
+-- step: whole_store_views
+-- the previous state of a full build is the whole-store identity; nothing was dropped
 create or replace temp view turnlens_prev_trace_turns as
 select trace_id, session_id, turn_id from turnlens_all_trace_turns;
 
