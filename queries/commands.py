@@ -62,6 +62,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="the Spark master URL with --engine spark: local[N], spark://HOST:7077, yarn (default local[*])",
     )
+    mat.add_argument(
+        "--bucket-spans",
+        type=int,
+        default=materialize.DEFAULT_BUCKET_SPANS,
+        metavar="N",
+        help="a full build's buckets hold about N stored copies, one Spark task each (default %(default)s)",
+    )
     mat.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     mat.add_argument("--memory-limit", default=None, help="DuckDB memory limit, e.g. 4GB (default: DuckDB's)")
     mat.add_argument(
@@ -278,6 +285,9 @@ def _materialize_once(args: argparse.Namespace) -> int:
     elif args.master is not None:
         print("turnlens materialize: --master needs --engine spark", file=sys.stderr)
         return 2
+    if args.bucket_spans < 1:
+        print("turnlens materialize: --bucket-spans must be at least 1", file=sys.stderr)
+        return 2
     try:
         # an unreadable segment is moved aside rather than freezing the snapshot
         summary = quarantine.retrying(
@@ -291,6 +301,7 @@ def _materialize_once(args: argparse.Namespace) -> int:
                 memory_limit=args.memory_limit,
                 grace_s=args.grace,
                 engine=engine,
+                bucket_spans=args.bucket_spans,
             ),
         )
     except materialize.MaterializeBusy as exc:

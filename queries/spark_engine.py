@@ -61,6 +61,7 @@ class SparkBuckets:
         self.task_threads = task_threads
         self.memory_limit = memory_limit
         self.tasks: list[dict[str, Any]] = []  # what each task reported: seconds, peak memory, worker
+        self.session_start_s = 0.0  # how long the SparkSession took to start (0 when one was active)
 
     def summary(self) -> dict[str, Any]:
         """What the tasks of the last build did: their count and seconds, and each worker's peak memory."""
@@ -71,6 +72,7 @@ class SparkBuckets:
         seconds = [task["seconds"] for task in self.tasks]
         return {
             "master": self.master,
+            "session_start_s": round(self.session_start_s, 3),
             "tasks": len(self.tasks),
             "task_seconds_total": round(sum(seconds), 3),
             "task_seconds_max": round(max(seconds, default=0.0), 3),
@@ -81,7 +83,9 @@ class SparkBuckets:
         self, run: materialize._Run, values: dict[str, str], buckets: list[tuple[list[str], int]]
     ) -> Iterator[list[str]]:
         self.tasks = []
+        started = time.perf_counter()
         session, started_here = _session(self.master, self.task_threads)
+        self.session_start_s = time.perf_counter() - started
         stage = run.folder / f"{STAGE_PREFIX}{run.version}"
         try:
             staged = _stage_identity(run, stage)
@@ -123,7 +127,9 @@ class SparkBuckets:
         # and the driver publishes each bucket as soon as its last slice is written
         lanes = max(1, int(context.defaultParallelism))
         with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="turnlens-spark") as pool:
-            pending: set[Future[dict[str, Any]]] = {pool.submit(_submit, context, spec) for spec in specs}
+            pending: set[Future[dict[str, Any]]] = {
+                pool.submit(_submit, context, spec, _job_group(run)) for spec in specs
+            }
             try:
                 while pending:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -143,15 +149,38 @@ class SparkBuckets:
             except BaseException:
                 for future in pending:
                     future.cancel()
-                context.cancelAllJobs()
+                context.cancelJobGroup(_job_group(run))  # running tasks are interrupted
                 raise
+            finally:
+                pool.shutdown(wait=True)
+                # what tasks wrote for buckets never published: no manifest will name it (the next build
+                # writes a later version), so it goes now
+                for index, count in left.items():
+                    if count > 0:
+                        _remove_bucket_files(run, buckets[index][0])
 
 
-def _submit(context: Any, spec: dict[str, Any]) -> dict[str, Any]:
+def _job_group(run: materialize._Run) -> str:
+    return f"turnlens-materialize-{run.store_dir}-v{run.version}"
+
+
+def _remove_bucket_files(run: materialize._Run, bucket: list[str]) -> None:
+    for part in bucket:
+        for table in materialize.TABLES:
+            folder = run.folder / table / f"p={part}"
+            for path in [
+                folder / f"v{run.version}.parquet",
+                *folder.glob(f".v{run.version}.slice-*.parquet"),
+            ]:
+                path.unlink(missing_ok=True)
+
+
+def _submit(context: Any, spec: dict[str, Any], group: str) -> dict[str, Any]:
     """Runs one task as a Spark job of one partition; its failure past Spark's retries is SparkBuildFailed."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
+    context.setJobGroup(group, f"turnlens bucket {spec['bucket'][0]}", interruptOnCancel=True)
     try:
         result: list[dict[str, Any]] = context.parallelize([spec], 1).map(run_task).collect()
     except (PySparkException, Py4JError) as exc:

@@ -17,13 +17,11 @@ from typing import Any
 
 import duckdb
 import pytest
+from pyspark.sql import SparkSession
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize, spark_engine
 
 from turnlens.cli import main
-
-pytest.importorskip("pyspark", reason="the spark extra is installed by make install")
-from pyspark.sql import SparkSession  # noqa: E402
 
 SAMPLE_DATA = Path(__file__).resolve().parents[2] / "sample_data"
 pytestmark = pytest.mark.slow  # a JVM starts (~10 s), and each test runs several full builds
