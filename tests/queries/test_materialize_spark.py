@@ -24,7 +24,8 @@ from turnlens.queries import catalog, materialize, spark_engine
 from turnlens.cli import main
 
 SAMPLE_DATA = Path(__file__).resolve().parents[2] / "sample_data"
-pytestmark = pytest.mark.slow  # a JVM starts (~10 s), and each test runs several full builds
+# a JVM starts (~10 s), and each test runs several full builds: minutes when the host is busy
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +147,10 @@ def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
 ) -> None:
     # the executors get far too little memory: their DuckDB fails on the first bucket it computes
     starved = spark_engine.SparkBuckets("local[2]", memory_limit="1MB")
-    with pytest.raises(spark_engine.SparkBuildFailed, match=r"bucket 2.*(?i:out of memory)"):
+    # the message names the bucket and the task's own error
+    with pytest.raises(
+        spark_engine.SparkBuildFailed, match=r"^bucket 2\d{7}T\d\d\.\. slice \d: \S+(Error|Exception)"
+    ):
         build(store, bucket_spans=1_000, engine=starved)
     manifest = materialize.read_manifest(store)
     assert manifest is not None and not manifest.complete, "readers are told the build is not whole"
