@@ -4,11 +4,18 @@ Requests arrive as raw bytes (no generated servicer), so they go through the sam
 OTLP/HTTP. gRPC enforces the size limit itself (RESOURCE_EXHAUSTED, decompressed size included).
 A call's message is taken from gRPC (and copied into Python) only once the call is admitted: the
 in-flight budget has room and one of a few receive slots is free; it is then held against the budget
-while it is decoded and stored. gRPC's transport itself reads each started call's whole message, so
-its share of memory is bounded per call by the size limit and per connection by
-STREAMS_PER_CONNECTION, not by the budget (docs/collector-limits.md). Every refusal for load is
-UNAVAILABLE with a RetryInfo, which OTLP exporters honour as the retry delay; gRPC's own concurrency
-limit is not used, as its RESOURCE_EXHAUSTED without RetryInfo makes exporters drop the data.
+while it is decoded and stored. Until then gRPC's transport takes in only the start of a call's
+message (what flow control lets through; BDP probing, which would widen the window, is off), so what
+receiving costs besides the budget is bounded per connection (STREAMS_PER_CONNECTION calls) and by the
+number of connections, which gRPC itself caps (`max_grpc_connections`: one more is closed as accepted).
+Connections idle for IDLE_CONNECTION_S are closed, so exporters that went quiet do not keep others
+out. A message must arrive within the read timeout once its receiving began, or the call is
+cancelled and its slot freed (docs/collector-limits.md).
+
+Every refusal for load is UNAVAILABLE with a RetryInfo, which OTLP exporters honour as the retry
+delay; gRPC's own concurrency limit is not used, as its RESOURCE_EXHAUSTED without RetryInfo makes
+exporters drop the data. A connection past the cap, and a cancelled call, are seen by the exporter as
+UNAVAILABLE and CANCELLED, which it retries too.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ METRICS_SERVICE = "opentelemetry.proto.collector.metrics.v1.MetricsService"
 WORKERS = 16  # calls handled at once; more wait in the pool's queue with only their stream window buffered
 STREAMS_PER_CONNECTION = 4
 RECEIVE_WAIT_S = 5.0  # how long an admitted call may wait for a receive slot before UNAVAILABLE
+IDLE_CONNECTION_S = 120.0  # a connection with no call for this long is closed (as OTLP/HTTP's keep-alive)
 
 
 def receive_slots(max_request_bytes: int, max_inflight_bytes: int) -> int:
@@ -93,12 +101,22 @@ class _Export:
         self.receiver.budget.admit()
         if not self.receive_slots.acquire(timeout=RECEIVE_WAIT_S):
             raise Overloaded(f"{RECEIVE_WAIT_S:g} s without a free receive slot; retry shortly", 1.0)
+        timeout = self.receiver.read_timeout_s
+        too_slow = threading.Timer(timeout, context.cancel)  # frees the slot from a message trickling in
         try:
             self.receiver.budget.admit()  # the wait may have filled it
+            too_slow.start()
             request = next(requests, None)
+            extra = next(requests, None) if request is not None else None  # the end of the stream, in time
+        except grpc.RpcError:  # cancelled: by the timer, or by the client
+            self.receiver.stats.count("grpc-too-slow" if too_slow.finished.is_set() else "grpc-cancelled")
+            message = f"the message did not arrive within {timeout:g} s"
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, message)
+            raise AssertionError("unreachable: context.abort raises") from None
         finally:
+            too_slow.cancel()
             self.receive_slots.release()
-        if request is None or next(requests, None) is not None:
+        if request is None or extra is not None:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Export takes exactly one request message")
             raise AssertionError("unreachable: context.abort raises")
         return request
@@ -115,7 +133,7 @@ def _handler(
 class GrpcReceiver:
     """A grpc.Server bound to one address, serving the three OTLP services."""
 
-    def __init__(self, host: str, port: int, receiver: Receiver) -> None:
+    def __init__(self, host: str, port: int, receiver: Receiver, *, max_connections: int = 256) -> None:
         self.receiver = receiver
         limit = receiver.max_request_bytes
         slots = threading.BoundedSemaphore(receive_slots(limit, receiver.budget.limit))
@@ -135,6 +153,12 @@ class GrpcReceiver:
                 # gRPC reads a call's whole message as soon as the call starts, admitted or not: per
                 # connection, at most this many calls (and their messages) at once; clients queue the rest.
                 ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
+                # Connections, and so the windows and buffers of their calls, are bounded: one more is
+                # closed as soon as it is accepted (the exporter sees UNAVAILABLE and retries).
+                ("grpc.max_allowed_incoming_connections", max(1, max_connections)),
+                ("grpc.max_connection_idle_ms", int(IDLE_CONNECTION_S * 1000)),
+                # a connection that never completes its HTTP/2 handshake holds its place this long at most
+                ("grpc.server_handshake_timeout_ms", max(1, int(receiver.header_timeout_s * 1000))),
             ],
         )
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -8,6 +8,7 @@ exhaust memory.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import socket
@@ -45,6 +46,57 @@ class HttpError(Exception):
         self.status = status
         self.code = code
         self.retry_after_s = retry_after_s
+
+
+def read_line_by(
+    rfile: io.BufferedReader, sock: socket.socket, deadline: float, limit: int, line: bytearray | None = None
+) -> bytes:
+    """One line (up to `limit` bytes; fewer at the end of the stream) that must have arrived by `deadline`
+    (time.monotonic()), TimeoutError otherwise: each wait for bytes gets only the time left, so a line
+    trickling in a byte at a time cannot hold the reader past the deadline. `line` collects the bytes read,
+    also those of a line cut short by the deadline."""
+    line = bytearray() if line is None else line
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the deadline passed")
+        sock.settimeout(remaining)
+        buffered = rfile.peek(1)  # what has arrived (at most one socket read)
+        if not buffered:
+            return bytes(line)
+        room = limit - len(line)
+        newline = buffered.find(b"\n", 0, room)
+        line += rfile.read(newline + 1 if newline >= 0 else min(len(buffered), room))
+        if newline >= 0 or len(line) >= limit:
+            return bytes(line)
+
+
+class HeaderTimeout(Exception):
+    """The request line and headers did not arrive within the header timeout."""
+
+
+class _HeaderReader:
+    """The connection's reader while a request's line and headers arrive: every readline() (the standard
+    library reads them a line at a time) against the header deadline."""
+
+    def __init__(self, rfile: io.BufferedReader, sock: socket.socket, deadline: float) -> None:
+        self._rfile = rfile
+        self._sock = sock
+        self._deadline = deadline
+        self.received = 0  # bytes of the request read so far
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = bytearray()
+        try:
+            limit = limit if limit >= 0 else 1 << 20
+            return read_line_by(self._rfile, self._sock, self._deadline, limit, line)
+        except TimeoutError:
+            raise HeaderTimeout from None
+        finally:
+            self.received += len(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rfile, name)
 
 
 def _gzip_member() -> Any:
@@ -98,9 +150,62 @@ class OtlpHandler(BaseHTTPRequestHandler):
     server: OtlpHttpServer
     _unread = 0  # bytes of the current request's body not read yet; -1: unknown (close after answering)
     _deadline = 0.0  # time.monotonic() by which the current request's body must have arrived
+    _requests = 0  # requests begun on this connection
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
         """Quiet: one line per request would cost more than the request at full load."""
+
+    # --- the request line and headers, against the header timeout --------------------------------
+
+    def handle_one_request(self) -> None:
+        """One request, its line and headers due within the header timeout of its start: on a new
+        connection the start is the connection itself, on a kept-alive one the first byte after the idle
+        wait. A client trickling its headers (or sending nothing at all) holds its thread for that long,
+        not for the idle timeout, and gets 408 with the connection closed."""
+        raw = cast(io.BufferedReader, self.rfile)
+        header_timeout = self.server.receiver.header_timeout_s
+        if self._requests:
+            self.connection.settimeout(self.timeout)
+            try:
+                if not raw.peek(1):  # the client closed the connection
+                    self.close_connection = True
+                    return
+            except OSError:  # idle past the idle timeout, or reset
+                self.close_connection = True
+                return
+        self._requests += 1
+        self.command, self.requestline, self.request_version = "", "", self.protocol_version
+        if hasattr(self, "headers"):
+            del self.headers  # the previous request's: the answer to this one must not follow them
+        reader = _HeaderReader(raw, self.connection, time.monotonic() + header_timeout)
+        self.rfile = cast(Any, reader)
+        try:
+            super().handle_one_request()
+        except HeaderTimeout:
+            self.rfile = raw
+            self.close_connection = True
+            if not reader.received:
+                return  # nothing of a request arrived: nothing to answer
+            self.server.receiver.stats.count("408")
+            self._unread = -1
+            self.connection.settimeout(1.0)  # a client that does not read its answer does not hold us
+            with contextlib.suppress(OSError):
+                message = f"the request headers did not arrive within {header_timeout:g} s"
+                self._send_error(HttpError(408, rx.DEADLINE_EXCEEDED, message))
+                self.wfile.flush()
+        finally:
+            self.rfile = raw
+
+    def parse_request(self) -> bool:
+        """The standard library's parsing of the line and headers, then the body is read without the header
+        deadline (it has its own, the read timeout)."""
+        try:
+            return super().parse_request()
+        finally:
+            reader = self.rfile
+            if isinstance(reader, _HeaderReader):
+                self.rfile = cast(Any, reader._rfile)
+            self.connection.settimeout(self.timeout)
 
     # --- methods --------------------------------------------------------------------------------
 
@@ -304,27 +409,17 @@ class OtlpHandler(BaseHTTPRequestHandler):
 
     def _read_line(self, limit: int = 1024) -> bytes:
         """One line of a chunked body (a chunk size, its CRLF, a trailer), against the deadline too."""
-        line = bytearray()
-        while True:
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                self._timed_out()
-            self.connection.settimeout(remaining)
-            try:
-                buffered = cast(io.BufferedReader, self.rfile).peek(1)  # what has arrived (one socket read)
-            except TimeoutError:
-                self._timed_out()
-            if not buffered:
-                self.close_connection = True
-                raise HttpError(400, rx.INVALID_ARGUMENT, "the body ended inside a chunk")
-            room = limit + 1 - len(line)
-            newline = buffered.find(b"\n", 0, room)
-            line += self.rfile.read(newline + 1 if newline >= 0 else min(len(buffered), room))
-            if newline >= 0:
-                return bytes(line)
+        try:
+            rfile = cast(io.BufferedReader, self.rfile)
+            line = read_line_by(rfile, self.connection, self._deadline, limit + 1)
+        except TimeoutError:
+            self._timed_out()
+        if not line.endswith(b"\n"):
+            self.close_connection = True
             if len(line) > limit:
-                self.close_connection = True
                 raise HttpError(400, rx.INVALID_ARGUMENT, "malformed chunked body: a line too long")
+            raise HttpError(400, rx.INVALID_ARGUMENT, "the body ended inside a chunk")
+        return line
 
     def _timed_out(self) -> NoReturn:
         self._unread = -1  # the rest is not read: the connection closes after the answer

@@ -8,17 +8,61 @@ run still going when the next is due is not doubled, and a child that finds anot
 store (exit 75) waits for the next interval. The materialiser refreshes every second or so in one process
 (starting an interpreter per refresh would cost as much as the refresh); when it exits it is started again
 after the interval.
+
+A child dies with the collector: it asks the Linux kernel for SIGKILL when the thread that started it exits
+(PR_SET_PDEATHSIG), so a `kill -9` of the collector leaves no compaction or materialiser running on
+without it (a new collector on the same store would start its own). Elsewhere the children outlive a killed
+collector until their run ends; the long-lived materialiser checks for its parent between refreshes
+(`PARENT_PID_ENV`).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 NICE = 10
 BUSY = 75  # EX_TEMPFAIL: another process holds the store's maintenance or snapshot lock
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+PARENT_PID_ENV = "TURNLENS_PARENT_PID"  # set for a child: the collector's pid, which it may check is alive
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl on Linux, None elsewhere (or where libc cannot be loaded)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    prctl: Callable[..., int] = libc.prctl
+    return prctl
+
+
+_PRCTL = _prctl()  # looked up before any fork: the child between fork and exec must not load libraries
+
+
+def child_setup(parent_pid: int) -> Callable[[], None]:
+    """What a child runs between fork and exec: a lower CPU priority, and SIGKILL when its parent dies.
+
+    PR_SET_PDEATHSIG survives exec; checking the parent pid after setting it closes the race with a parent
+    that died before the call (the child has already been handed to another process then).
+    """
+
+    def setup() -> None:
+        os.nice(NICE)
+        if _PRCTL is not None:
+            _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent_pid:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    return setup
 
 
 class ChildLoop:
@@ -43,7 +87,8 @@ class ChildLoop:
                 [sys.executable, "-m", "turnlens.cli", *self.args],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                preexec_fn=lambda: os.nice(NICE),  # noqa: PLW1509 - no threads run in the child before exec
+                env={**os.environ, PARENT_PID_ENV: str(os.getpid())},
+                preexec_fn=child_setup(os.getpid()),  # noqa: PLW1509 - no threads run in the child before exec
             )
             code = self._child.wait()
             self.runs += 1

@@ -131,12 +131,13 @@ class Receiver:
 
     def __init__(
         self, store: Store, *, token: str | None, max_request_bytes: int, max_inflight_bytes: int,
-        read_timeout_s: float = 30.0,
+        read_timeout_s: float = 30.0, header_timeout_s: float = 10.0,
     ) -> None:
         self.store = store
         self.token = token
         self.max_request_bytes = max_request_bytes
         self.read_timeout_s = read_timeout_s  # a request's body must arrive within this (HTTP: 408 after)
+        self.header_timeout_s = header_timeout_s  # HTTP: its request line and headers, within this
         self.budget = InflightBudget(max(max_inflight_bytes, 1))
         self.stats = ReceiverStats()
         self.stopping = threading.Event()

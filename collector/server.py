@@ -47,11 +47,14 @@ class Collector:
             max_request_bytes=settings.max_request_bytes,
             max_inflight_bytes=settings.max_inflight_bytes,
             read_timeout_s=settings.read_timeout_s,
+            header_timeout_s=settings.header_timeout_s,
         )
         if self.http_address:
             self.http = HttpReceiver(*self.http_address, self.receiver)
         if self.grpc_address:
-            self.grpc = GrpcReceiver(*self.grpc_address, self.receiver)
+            self.grpc = GrpcReceiver(
+                *self.grpc_address, self.receiver, max_connections=settings.max_grpc_connections
+            )
         if self.http:
             self.http.start()
         if self.grpc:

@@ -35,6 +35,8 @@ class CollectorSettings:
     materialize_margin: str = "1s"  # a refresh covers spans received up to this long before it starts
     shutdown_grace: str = "10s"  # on SIGTERM, how long in-flight requests may take to finish
     read_timeout: str = "30s"  # a request's body must have arrived this long after its headers; else 408
+    header_timeout: str = "10s"  # a request's line and headers must have arrived this long after it began
+    max_grpc_connections: int = 256  # OTLP/gRPC connections open at once; more are closed as they come
 
     @property
     def retention_s(self) -> float | None:
@@ -66,6 +68,10 @@ class CollectorSettings:
     def read_timeout_s(self) -> float:
         return parse_seconds(self.read_timeout)
 
+    @property
+    def header_timeout_s(self) -> float:
+        return parse_seconds(self.header_timeout)
+
 
 HELP = {
     "store": "store directory (segments and the DuckDB catalog)",
@@ -81,6 +87,8 @@ HELP = {
     "materialize_margin": "a refresh covers the spans received up to this long before it starts (e.g. 1s)",
     "shutdown_grace": "on SIGTERM, how long in-flight requests may take before the store is flushed",
     "read_timeout": "how long a request body may take to arrive after its headers (e.g. 30s); slower: 408",
+    "header_timeout": "how long a request's line and headers may take to arrive (e.g. 10s); slower: 408",
+    "max_grpc_connections": "OTLP/gRPC connections open at once; more are closed as accepted (UNAVAILABLE)",
 }
 
 
@@ -131,7 +139,7 @@ def resolve(
             "HTTP headers and gRPC metadata cannot carry anything else"
         )
     for name in ("retention_s", "grace_s", "compact_interval_s", "materialize_interval_s",
-                 "materialize_margin_s", "shutdown_grace_s", "read_timeout_s"):
+                 "materialize_margin_s", "shutdown_grace_s", "read_timeout_s", "header_timeout_s"):
         getattr(settings, name)  # a malformed duration fails here, at start-up
     return settings
 

@@ -8,6 +8,7 @@ import csv
 import datetime as dt
 import decimal
 import json
+import os
 import sys
 import tempfile
 import time
@@ -268,11 +269,14 @@ def run_materialize(args: argparse.Namespace) -> int:
             f"turnlens materialize: {args.store} is not a store folder (no segments/ in it)", file=sys.stderr
         )
         return 2
+    parent = os.environ.get("TURNLENS_PARENT_PID")  # set by the collector that started this loop
     while True:
         code = _materialize_once(args)
         if args.every is None:
             return code
         time.sleep(args.every)
+        if parent and os.getppid() != int(parent):  # the collector is gone (where the kernel did not say)
+            return code
 
 
 def _materialize_once(args: argparse.Namespace) -> int:

@@ -160,3 +160,46 @@ def test_kill_9_under_load_loses_nothing_acknowledged(start_collector, tmp_path:
     assert s.post(restarted.http, "/v1/traces", request.SerializeToString(), s.protobuf_headers())[0] == 200
     assert stored_ids(store, s.span_ids(request)) == s.span_ids(request)
     assert restarted.stop() == 0
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_collector_takes_its_maintenance_children_with_it(start_collector) -> None:  # noqa: ANN001
+    """A killed collector's compaction and materialiser died with it instead of running on, unowned, against
+    the store (where a new collector starts its own)."""
+    import psutil
+
+    collector = start_collector("--compact-interval", "0.3s", "--materialize-interval", "0.3s")
+    assert collector.proc is not None
+    parent = psutil.Process(collector.proc.pid)
+    seen: dict[str, psutil.Process] = {}
+    deadline = time.monotonic() + 30
+    while len(seen) < 2 and time.monotonic() < deadline:  # both kinds of child alive at the same time
+        seen = {}
+        for child in parent.children(recursive=True):
+            try:
+                role = next((r for r in ("compact", "materialize") if r in child.cmdline()), None)
+            except psutil.NoSuchProcess:
+                continue
+            if role:
+                seen[role] = child
+        time.sleep(0.02)
+    assert set(seen) == {"compact", "materialize"}, "the collector started no maintenance children"
+    collector.kill()
+
+    def running() -> list[str]:
+        names = []
+        for role, child in seen.items():
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE:  # an orphan's zombie waits for init to reap it
+                    names.append(role)
+            except psutil.NoSuchProcess:
+                pass
+        return names
+
+    deadline = time.monotonic() + 5
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = running()
+    for role in alive:
+        seen[role].kill()
+    assert not alive, f"still running 5 s after kill -9 of the collector: {alive}"

@@ -95,7 +95,7 @@ def test_kill_9_of_collector_compactor_and_materialiser_loses_nothing_acknowledg
     collector = s.CollectorProcess(store, *MAINTENANCE).start()
     senders = [Exporting(f"http://{collector.http}/v1/traces", seed) for seed in range(2)]
     killed = {"collector": 0, "compact": 0, "materialize": 0}
-    orphans: list[psutil.Process] = []  # a killed collector's children finish their pass on their own
+    orphans: list[psutil.Process] = []  # a killed collector's children (they die with it)
     started = time.monotonic()
     try:
         for role in ROUNDS:
@@ -114,7 +114,7 @@ def test_kill_9_of_collector_compactor_and_materialiser_loses_nothing_acknowledg
             sender.stop()
     orphans += _descendants(collector)
     assert collector.stop() == 0, "\n".join(collector.lines[-20:])
-    for orphan in orphans:  # a killed collector's children would finish on their own; not worth the wait here
+    for orphan in orphans:  # should one have outlived its collector, it is not waited for here
         with contextlib.suppress(psutil.NoSuchProcess):
             orphan.send_signal(signal.SIGKILL)
     psutil.wait_procs(orphans, timeout=10)

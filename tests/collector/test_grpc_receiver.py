@@ -22,7 +22,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 TOKEN = "grpc-token"
 LIMIT = 512 * 1024
-INFLIGHT = 128 * 1024
+INFLIGHT = 128 * 1024  # with LIMIT: one receive slot
+READ_TIMEOUT_S = 3
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 
@@ -32,6 +33,7 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s.CollectorP
     process = s.CollectorProcess(
         tmp_path_factory.mktemp("grpc") / "store",
         "--token", TOKEN, "--max-request-bytes", str(LIMIT), "--max-inflight-bytes", str(INFLIGHT),
+        "--read-timeout", f"{READ_TIMEOUT_S}s",
     ).start()
     yield process
     assert process.stop() == 0, process.output()
@@ -153,6 +155,66 @@ def test_overload_is_unavailable_with_retry_info(
             if code_of(again) != grpc.StatusCode.UNAVAILABLE or time.monotonic() > served_again:
                 raise
             time.sleep(0.1)
+
+
+def test_a_message_that_does_not_arrive_frees_its_receive_slot_at_the_read_timeout(
+    channel: grpc.Channel,
+) -> None:
+    """A call whose message never comes held the only receive slot for as long as its client liked, and every
+    other call was told UNAVAILABLE meanwhile; it is cancelled at the read timeout instead."""
+    import threading
+
+    release = threading.Event()
+
+    def message_later() -> Iterator[bytes]:
+        release.wait(30)
+        yield s.simple_request(1, seed=8101).SerializeToString()
+
+    auth = [("authorization", f"Bearer {TOKEN}")]
+    slow = channel.stream_unary(EXPORT).future(message_later(), metadata=auth, timeout=30)
+    try:
+        time.sleep(0.5)  # the slow call holds the slot
+        started = time.monotonic()
+        call(channel, s.simple_request(2, seed=8102).SerializeToString())  # served once the slot is freed
+        assert time.monotonic() - started < READ_TIMEOUT_S + 2
+        with pytest.raises(grpc.RpcError) as caught:
+            slow.result(timeout=10)
+        assert code_of(caught.value) in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED)
+    finally:
+        release.set()
+
+
+@pytest.mark.slow
+def test_connections_past_the_cap_are_refused_and_the_exporter_retries_until_it_gets_in(
+    start_collector,  # noqa: ANN001
+) -> None:
+    """Each gRPC connection costs memory before any call is admitted, so their number is capped: one past it
+    is closed as it arrives, which the official exporter sees as UNAVAILABLE and retries; nothing is lost."""
+    import threading
+
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    collector = start_collector("--max-grpc-connections", "3")
+    held = [grpc.insecure_channel(collector.grpc, options=[("grpc.use_local_subchannel_pool", 1)])
+            for _ in range(3)]
+    try:
+        for k, own in enumerate(held):  # three connections, open and kept
+            own.unary_unary(EXPORT)(s.simple_request(1, seed=8200 + k).SerializeToString(), timeout=10)
+        with grpc.insecure_channel(collector.grpc, options=[("grpc.use_local_subchannel_pool", 1)]) as fourth:
+            with pytest.raises(grpc.RpcError) as caught:
+                fourth.unary_unary(EXPORT)(s.simple_request(1, seed=8204).SerializeToString(), timeout=5)
+            assert code_of(caught.value) == grpc.StatusCode.UNAVAILABLE
+        provider = TracerProvider(resource=Resource.create({"service.name": "sdk-past-the-cap"}))
+        with provider.get_tracer("tests.grpc").start_as_current_span("retried") as span:
+            pass
+        exporter = OTLPSpanExporter(endpoint=collector.grpc, insecure=True, timeout=20)
+        threading.Timer(2.0, held.pop().close).start()  # a place frees up while the exporter retries
+        assert exporter.export([span]) == SpanExportResult.SUCCESS  # type: ignore[list-item]
+    finally:
+        for own in held:
+            own.close()
+    sql = "select count(*) from spans where service_name = 'sdk-past-the-cap'"
+    assert s.query(collector.store, sql)[0][0] == 1
 
 
 def test_logs_service_answers_with_everything_rejected(channel: grpc.Channel) -> None:

@@ -31,6 +31,7 @@ TOKEN = "s3cret-token"
 LIMIT = 1024 * 1024  # --max-request-bytes for this module's collector
 INFLIGHT = 256 * 1024  # --max-inflight-bytes
 READ_TIMEOUT_S = 3  # --read-timeout
+HEADER_TIMEOUT_S = 2  # --header-timeout
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s.CollectorP
     process = s.CollectorProcess(
         tmp_path_factory.mktemp("http") / "store",
         "--token", TOKEN, "--max-request-bytes", str(LIMIT), "--max-inflight-bytes", str(INFLIGHT),
-        "--read-timeout", f"{READ_TIMEOUT_S}s",
+        "--read-timeout", f"{READ_TIMEOUT_S}s", "--header-timeout", f"{HEADER_TIMEOUT_S}s",
     ).start()
     yield process
     assert process.stop() == 0, process.output()
@@ -445,6 +446,72 @@ def test_a_body_slower_than_the_read_timeout_gets_408_and_the_connection_closes(
     assert b"did not arrive within" in answer
     assert time.monotonic() - started < READ_TIMEOUT_S + 5
     still_serving(collector)
+
+
+def test_clients_trickling_their_headers_get_408_while_an_exporter_is_served(
+    collector: s.CollectorProcess,
+) -> None:
+    """Slowloris: clients sending their headers a byte at a time, and one sending nothing, are cut off at
+    the header timeout instead of holding a thread each at will; an exporter is served meanwhile."""
+    import threading
+
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    host, port = collector.http.split(":")
+    slow = [socket.create_connection((host, int(port)), timeout=30) for _ in range(40)]
+    silent = socket.create_connection((host, int(port)), timeout=30)
+    answers: dict[int, bytes] = {}
+    started = time.monotonic()
+
+    def trickle() -> None:
+        head = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"z" * 200
+        for k in range(len(head)):
+            for sock in slow:
+                if sock.fileno() >= 0:
+                    try:
+                        sock.send(head[k : k + 1])
+                    except OSError:  # the collector closed it
+                        continue
+            time.sleep(0.1)
+
+    def read(index: int, sock: socket.socket) -> None:
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except OSError:
+            pass
+        answers[index] = answer
+
+    readers = [threading.Thread(target=read, args=(i, sock)) for i, sock in enumerate([*slow, silent])]
+    for thread in [threading.Thread(target=trickle, daemon=True), *readers]:
+        thread.start()
+    provider = TracerProvider(resource=Resource.create({"service.name": "sdk-beside-slowloris"}))
+    exporter = OTLPSpanExporter(
+        endpoint=f"http://{collector.http}/v1/traces", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5
+    )
+    spans = []
+    try:
+        while time.monotonic() - started < HEADER_TIMEOUT_S + 1:  # all through the slow clients' attempt
+            with provider.get_tracer("tests.slowloris").start_as_current_span("served") as span:
+                spans.append(span)
+            assert exporter.export([spans[-1]]) == SpanExportResult.SUCCESS
+            time.sleep(0.2)
+        for thread in readers:
+            thread.join(max(0.0, started + HEADER_TIMEOUT_S + 5 - time.monotonic()))
+        cut_off_after = time.monotonic() - started
+    finally:
+        for sock in [*slow, silent]:
+            sock.close()
+    assert len(answers) == len(slow) + 1, "some slow clients were still connected"
+    assert cut_off_after < HEADER_TIMEOUT_S + 5
+    for index in range(len(slow)):
+        assert answers[index].startswith(b"HTTP/1.1 408"), answers[index][:100]
+        assert b"headers did not arrive within" in answers[index]
+    assert answers[len(slow)] == b""  # sent nothing: closed without an answer
+    assert len(spans) >= 3
+    sql = "select count(*) from spans where service_name = 'sdk-beside-slowloris'"
+    assert s.query(collector.store, sql)[0][0] == len(spans)
 
 
 def exchange(collector: s.CollectorProcess, raw: bytes) -> tuple[int, dict[str, str], bytes]:
