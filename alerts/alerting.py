@@ -8,8 +8,8 @@ This module runs them together for `turnlens alerts run` and keeps their public 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 import duckdb
 from turnlens.alerts.history import HISTORY_FILE, append_history, load_history
@@ -25,7 +25,9 @@ from turnlens.alerts.notify import (
 )
 from turnlens.alerts.rules import (
     ALERTS_DIR,
+    ALERTS_PAGE,
     ANNOTATION_PREFIX,
+    DASHBOARD_URL,
     PARAMETERS,
     RESERVED_LABELS,
     SEVERITIES,
@@ -39,8 +41,10 @@ from turnlens.alerts.rules import (
     load_rules,
     parse_rule,
     snapshot_shared_views,
+    turn_link,
 )
 from turnlens.alerts.state import (
+    REPEAT_INTERVAL,
     RESOLVED_RETENTION,
     STATE_FILE,
     STATE_FOLDER,
@@ -53,13 +57,16 @@ from turnlens.kernel.durations import format_duration, parse_duration, parse_tim
 
 __all__ = [
     "ALERTS_DIR",
+    "ALERTS_PAGE",
     "ANNOTATION_PREFIX",
+    "DASHBOARD_URL",
     "EXIT_CRITICAL",
     "EXIT_ERROR",
     "EXIT_OK",
     "EXIT_WARNING",
     "HISTORY_FILE",
     "PARAMETERS",
+    "REPEAT_INTERVAL",
     "RESERVED_LABELS",
     "RESOLVED_RETENTION",
     "SEVERITIES",
@@ -93,6 +100,7 @@ __all__ = [
     "post_json",
     "run_once",
     "snapshot_shared_views",
+    "turn_link",
     "webhook_payloads",
 ]
 
@@ -101,12 +109,14 @@ EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_ERROR = 0, 1, 2, 3
 
 @dataclass
 class RunResult:
-    """What one evaluation did: transitions, rule errors, the alerts now firing, and the exit code."""
+    """What one evaluation did: transitions, rule errors, the alerts now firing, and the exit code;
+    `repeats` are alerts still firing whose repeat interval passed (told again, not history)."""
 
     at: datetime
     transitions: list[Transition]
     errors: list[str]
     firing: list[Alert]
+    repeats: list[Transition] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -126,26 +136,30 @@ def run_once(
     state: AlertState,
     at: datetime,
     recover: Callable[[BaseException], bool] | None = None,
+    dashboard_url: str = DASHBOARD_URL,
+    repeat_interval: timedelta = REPEAT_INTERVAL,
 ) -> RunResult:
     """Evaluates every rule at `at` and advances `state`; a rule that fails leaves its alerts as they were.
 
     `recover(error)` is asked after a rule fails on the store (quarantine.recover, for a segment that cannot
-    be read); when it could repair something, the rule runs once more.
+    be read); when it could repair something, the rule runs once more. `dashboard_url` is where the
+    grouped alerts' links to turns point.
     """
     transitions: list[Transition] = []
     errors: list[str] = []
     for rule in rules:
         try:
             try:
-                instances = evaluate(con, rule, at)
+                instances = evaluate(con, rule, at, dashboard_url)
             except duckdb.Error as exc:
                 if recover is None or not recover(exc):
                     raise
-                instances = evaluate(con, rule, at)
+                instances = evaluate(con, rule, at, dashboard_url)
         except (duckdb.Error, RuleError) as exc:
             errors.append(f"{rule.name} ({rule.path.name}): {exc}")
             continue
         transitions.extend(state.step(rule, instances, at))
     transitions.extend(state.forget_rules_except({r.name for r in rules}, at))
+    repeats = state.repeats(at, repeat_interval)
     state.evaluated_at = iso(at)
-    return RunResult(at=at, transitions=transitions, errors=errors, firing=state.firing())
+    return RunResult(at=at, transitions=transitions, errors=errors, firing=state.firing(), repeats=repeats)

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
-from turnlens.alerts import alerting, notify
+from turnlens.alerts import alerting, asof, notify
 from turnlens.alerts.testing import run_test_file
 from turnlens.collector import leases, quarantine
 from turnlens.kernel import durations
 from turnlens.queries.catalog import CATALOG_FILE, connect
+
+DASHBOARD_ENV = "TURNLENS_DASHBOARD_URL"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,9 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--rules", type=Path, default=alerting.ALERTS_DIR, help="folder of rule files with _order"
     )
     run.add_argument(
-        "--at", help="evaluate at this ISO-8601 UTC time instead of now (replay an old incident)"
+        "--at",
+        help="evaluate as of this time instead of the wall clock: an ISO-8601 time, `newest` (the newest "
+        "data in the store, for recorded data) or `newest-30m`; the dashboard's ?asof= takes the same",
     )
-    run.add_argument("--until", help="with --at and --every: step the evaluation time up to here, no waiting")
+    run.add_argument(
+        "--until", help="with --at and --every: step the evaluation time up to here (same forms), no waiting"
+    )
     run.add_argument("--every", help="evaluate on this interval (e.g. 60s) until interrupted")
     run.add_argument(
         "--notify",
@@ -48,6 +57,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=notify.POST_DEADLINE_S,
         metavar="SECONDS",
         help="deadline of each POST, connect to last byte of the answer (default %(default)s)",
+    )
+    run.add_argument(
+        "--dashboard-url",
+        default=os.environ.get(DASHBOARD_ENV, alerting.DASHBOARD_URL),
+        metavar="URL",
+        help=f"the dashboard the alerts link to (default ${DASHBOARD_ENV} or %(default)s)",
+    )
+    run.add_argument(
+        "--repeat-interval",
+        default=durations.format_duration(alerting.REPEAT_INTERVAL),
+        metavar="DURATION",
+        help="tell a still-firing alert again after this long (default %(default)s, as Alertmanager)",
     )
     run.add_argument(
         "--state",
@@ -66,12 +87,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.set_defaults(func=cmd_list)
 
 
+def _newest(store: Path) -> Callable[[], datetime | None]:
+    def newest() -> datetime | None:
+        with leases.reading(store):
+            con = connect(store)
+            try:
+                return asof.newest_data(con)
+            finally:
+                con.close()
+
+    return newest
+
+
 def _schedule(args: argparse.Namespace, every: timedelta | None) -> Iterator[datetime]:
     """Evaluation times: one (`--at` or now); `--at … --until … --every` steps a replay without
     waiting; `--every` alone follows the wall clock, sleeping between runs."""
     if args.at:
-        at = durations.parse_time(args.at)
-        until = durations.parse_time(args.until) if args.until else at
+        newest = functools.cache(_newest(args.store))  # one look at the store for --at and --until
+        at = asof.resolve(args.at, newest)
+        until = asof.resolve(args.until, newest) if args.until else at
         step = every or timedelta(minutes=1)
         while at <= until:
             yield at
@@ -91,8 +125,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         for target in targets:
             alerting.check_target(target)
         every = durations.parse_duration(args.every) if args.every else None
+        repeat = durations.parse_duration(args.repeat_interval)
         if args.until and not args.at:
             raise ValueError("--until needs --at")
+        for given in (args.at, args.until):
+            if given:
+                asof.check(given)
         rules = alerting.load_rules(args.rules)
     except (ValueError, alerting.RuleError) as exc:
         print(f"turnlens alerts: {exc}", file=sys.stderr)
@@ -105,16 +143,35 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with alerting.locked_state(args.store, args.state) as state_path:
             state = alerting.AlertState.load(state_path)
+            state.as_of = args.at or asof.NOW
             for at in _schedule(args, every):
+                if args.until:  # a replay: each step is as of its own time
+                    state.as_of = alerting.iso(at)
                 code = _evaluate(
-                    args.store, rules, state, state_path, at, targets, resend, args.notify_timeout
+                    args.store,
+                    rules,
+                    state,
+                    state_path,
+                    at,
+                    targets,
+                    resend,
+                    args.notify_timeout,
+                    Delivery(args.dashboard_url, repeat),
                 )
     except KeyboardInterrupt:
         pass
-    except RuntimeError as exc:
+    except (RuntimeError, asof.AsOfError, duckdb.Error) as exc:
         print(f"turnlens alerts: {exc}", file=sys.stderr)
         return alerting.EXIT_ERROR
     return code
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """Where alerts link to, and how often a still-firing one is told again."""
+
+    dashboard_url: str = alerting.DASHBOARD_URL
+    repeat_interval: timedelta = alerting.REPEAT_INTERVAL
 
 
 def _evaluate(
@@ -126,6 +183,7 @@ def _evaluate(
     targets: list[str],
     resend: timedelta,
     deadline_s: float = notify.POST_DEADLINE_S,
+    delivery: Delivery = Delivery(),  # noqa: B008 - frozen, so one shared default is safe
 ) -> int:
     """One evaluation: rules, state saved, history appended, every target told. Returns the exit code."""
     if state.evaluated_at and at < durations.parse_time(state.evaluated_at):
@@ -148,13 +206,23 @@ def _evaluate(
         try:
             with contextlib.suppress(duckdb.Error):  # a broken view fails its rules below, one by one
                 quarantine.retrying(store, lambda: alerting.snapshot_shared_views(con, rules))
-            result = alerting.run_once(con, rules, state, at, recover=recover)
+            result = alerting.run_once(
+                con,
+                rules,
+                state,
+                at,
+                recover=recover,
+                dashboard_url=delivery.dashboard_url,
+                repeat_interval=delivery.repeat_interval,
+            )
         finally:
             con.close()
     # The news goes into every target's outbox and is saved before anything is sent; it leaves an outbox
     # only once delivered, so a target that is down now hears it at its next successful run.
     errors = list(result.errors)
-    errors += state.queue(targets, [alerting.alert_record(t) for t in result.transitions])
+    generator = f"{delivery.dashboard_url.rstrip('/')}/{alerting.ALERTS_PAGE}"
+    news = [alerting.alert_record(t, generator) for t in result.transitions + result.repeats]
+    errors += state.queue(targets, news)
     state.save(state_path)
     alerting.append_history(state_path, result.transitions)
     for target in targets:
@@ -164,11 +232,12 @@ def _evaluate(
         print(f"turnlens alerts: {error}", file=sys.stderr)
     pending = sum(1 for a in state.alerts.values() if a.state == "pending")
     critical = sum(1 for a in result.firing if a.severity == "critical")
-    news = sum(1 for t in result.transitions if t.status == "firing")
-    gone = len(result.transitions) - news
+    started = sum(1 for t in result.transitions if t.status == "firing")
+    gone = len(result.transitions) - started
     print(
-        f"turnlens alerts {alerting.iso(at)}: {len(result.firing)} firing ({critical} critical), "
-        f"{pending} pending; {news} started, {gone} resolved",
+        f"turnlens alerts {alerting.iso(at)} (as of {asof.describe(state.as_of or asof.NOW)}): "
+        f"{len(result.firing)} firing ({critical} critical), {pending} pending; {started} started, "
+        f"{gone} resolved" + (f", {len(result.repeats)} repeated" if result.repeats else ""),
         file=sys.stderr,
     )
     return alerting.EXIT_ERROR if errors else result.exit_code

@@ -1,8 +1,11 @@
 """Alert rules: reading the rule files of `alerts/rules/` and evaluating one at a time.
 
-A rule is a SQL file returning one row per firing instance (its labels); its header says how to page on the
-rows (name, severity, `for`, summary, description, runbook, static labels). Evaluating binds the evaluation
-time as the parameters the rule names and turns each row into an Instance: labels, annotations, a value.
+A rule is a SQL file returning rows; its header says how to page on them (name, severity, `for`, summary,
+description, runbook, static labels, and `group_by`). Evaluating binds the evaluation time as the parameters
+the rule names and turns the rows into Instances: labels, annotations, a value. Without `group_by` each row is
+one alert; with it, the rows sharing the values of those columns are one alert, as Alertmanager groups: it
+carries their count and the worst few rows (the rule's first, in its own order) as examples linking to their
+turns on the dashboard.
 """
 
 from __future__ import annotations
@@ -10,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import duckdb
 from turnlens.kernel.contract import HLC_LOGICAL_BITS, HLC_LOGICAL_MASK
@@ -28,6 +32,11 @@ RESERVED_LABELS = ("alertname", "severity")
 # The parameters a rule may use; only those its SQL names are bound (DuckDB rejects extra ones).
 PARAMETERS = ("at", "at_ms", "at_hlc")
 ANNOTATION_PREFIX = "annotation_"  # a column `annotation_evidence` is annotation `evidence`, not a label
+EXAMPLES = 3  # rows a grouped alert shows, the rule's first (its worst, by its own `order by`)
+# Where alert links point: `turnlens dashboard`'s default address; `alerts run --dashboard-url` overrides it.
+DASHBOARD_URL = "http://127.0.0.1:8501"
+TURN_PAGE = "turn"  # the dashboard's Turn detail page (its url_path), opened on ?session=…&turn=…
+ALERTS_PAGE = "alerts"
 
 _HEADER_KEY = re.compile(r"^--\s?(\w+):\s?(.*)$")
 _CONTINUATION = re.compile(r"^--\s{3,}(.*)$")
@@ -61,6 +70,13 @@ class Rule:
     runbook: str
     labels: dict[str, str] = field(default_factory=dict)  # static labels, e.g. priority=P2
     parameters: tuple[str, ...] = ()
+    keep_firing_for: timedelta = timedelta(0)  # a firing alert whose rows vanished fires on this long
+    group_by: tuple[str, ...] | None = None  # None: one alert per row; else one per value of these columns
+    example: str = ""  # one line per row of a grouped alert; empty: the row's own labels
+
+    @property
+    def grouped(self) -> bool:
+        return self.group_by is not None
 
 
 def parse_rule(path: Path) -> Rule:
@@ -90,6 +106,7 @@ def parse_rule(path: Path) -> Rule:
         raise RuleError(f"{path}: name {keys['name']!r} is not a valid alert name")
     try:
         for_ = parse_duration(keys["for"])
+        keep_firing_for = parse_duration(keys.get("keep_firing_for") or "0s")
     except ValueError as exc:
         raise RuleError(f"{path}: {exc}") from exc
     labels: dict[str, str] = {}
@@ -98,6 +115,12 @@ def parse_rule(path: Path) -> Rule:
         if not _LABEL_NAME.match(label.strip()) or not value.strip() or label.strip() in RESERVED_LABELS:
             raise RuleError(f"{path}: bad static label {pair!r} (want name=value, not alertname/severity)")
         labels[label.strip()] = value.strip()
+    group_by: tuple[str, ...] | None = None
+    if "group_by" in keys:
+        group_by = tuple(filter(None, (c.strip() for c in keys["group_by"].split(","))))
+        bad = [c for c in group_by if not _LABEL_NAME.match(c) or c in RESERVED_LABELS or c == "value"]
+        if bad or len(set(group_by)) != len(group_by):
+            raise RuleError(f"{path}: bad group_by {keys['group_by']!r} (want distinct column names)")
     body = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
     used = tuple(sorted(set(_PARAM.findall(body))))
     unknown = [p for p in used if p not in PARAMETERS]
@@ -119,6 +142,9 @@ def parse_rule(path: Path) -> Rule:
         runbook=keys["runbook"],
         labels=labels,
         parameters=used,
+        keep_firing_for=keep_firing_for,
+        group_by=group_by,
+        example=keys.get("example", ""),
     )
 
 
@@ -161,13 +187,21 @@ def _render(template: str, values: Mapping[str, str]) -> str:
     return _TEMPLATE.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
+def turn_link(dashboard_url: str, session_id: str, turn_id: str) -> str:
+    """The dashboard's Turn detail page of one turn, as an absolute URL a pager can open."""
+    return f"{dashboard_url.rstrip('/')}/{TURN_PAGE}?{urlencode({'session': session_id, 'turn': turn_id})}"
+
+
 @dataclass(frozen=True)
 class Instance:
-    """One row of a rule at one evaluation: the alert's full label set and its annotations."""
+    """One alert of a rule at one evaluation: its full label set, annotations, a value, and for a grouped
+    rule how many rows it stands for and the worst few of them (`line`, `session_id`, `turn_id`, `url`)."""
 
     labels: dict[str, str]
     annotations: dict[str, str]
     value: str | None
+    count: int | None = None  # a grouped rule's rows behind this alert; None for one alert per row
+    examples: tuple[dict[str, str], ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -180,12 +214,20 @@ def fingerprint(labels: Mapping[str, str]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def evaluate(con: duckdb.DuckDBPyConnection, rule: Rule, at: datetime) -> list[Instance]:
-    """Runs the rule at `at`: every column becomes a label (nulls left out) except `value` and
-    `annotation_*` columns, which become annotations; all of them fill `{name}` in summary/description."""
+@dataclass(frozen=True)
+class _Row:
+    labels: dict[str, str]  # every non-null column but value and annotation_* (alertname etc. not included)
+    extra: dict[str, str]  # annotation_* columns, prefix removed
+    value: str | None
+
+    def values(self, base: Mapping[str, str]) -> dict[str, str]:
+        return {**base, **self.labels, **self.extra, "value": self.value or ""}
+
+
+def _rows(con: duckdb.DuckDBPyConnection, rule: Rule, at: datetime) -> list[_Row]:
     cursor = con.execute(rule.sql, bind_parameters(rule, at))
     columns = [d[0] for d in cursor.description]
-    instances = []
+    rows = []
     for row in cursor.fetchall():
         record = dict(zip(columns, row, strict=True))
         raw_value = record.pop("value", None)
@@ -198,20 +240,81 @@ def evaluate(con: duckdb.DuckDBPyConnection, rule: Rule, at: datetime) -> list[I
             if raw_value is None
             else _label_value(round(raw_value, 3) if isinstance(raw_value, float) else raw_value)
         )
-        labels = {"alertname": rule.name, "severity": rule.severity, **rule.labels}
-        labels.update(
-            {k: _label_value(v) for k, v in record.items() if v is not None and k not in RESERVED_LABELS}
-        )
-        values = {**labels, **extra, "value": value or ""}
-        annotations = {
-            **extra,
-            "summary": _render(rule.summary, values),
-            "description": _render(rule.description, values),
-            "runbook": _render(rule.runbook, values),
-        }
-        if value is not None:
-            annotations["value"] = value
-        instances.append(Instance(labels=labels, annotations=annotations, value=value))
+        labels = {k: _label_value(v) for k, v in record.items() if v is not None and k not in RESERVED_LABELS}
+        rows.append(_Row(labels=labels, extra=extra, value=value))
+    return rows
+
+
+def _annotations(rule: Rule, values: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    annotations = {
+        **extra,
+        "summary": _render(rule.summary, values),
+        "description": _render(rule.description, values),
+        "runbook": _render(rule.runbook, values),
+    }
+    if values.get("value"):
+        annotations["value"] = values["value"]
+    return annotations
+
+
+def _example(rule: Rule, row: _Row, base: Mapping[str, str], dashboard_url: str) -> dict[str, str]:
+    hidden = set(rule.group_by or ())
+    line = (
+        _render(rule.example, row.values(base))
+        if rule.example
+        else ", ".join(f"{k}={v}" for k, v in row.labels.items() if k not in hidden)
+    )
+    example = {"line": line}
+    session_id, turn_id = row.labels.get("session_id"), row.labels.get("turn_id")
+    if session_id and turn_id:
+        url = turn_link(dashboard_url, session_id, turn_id)
+        example.update(session_id=session_id, turn_id=turn_id, url=url)
+    return example
+
+
+def _group(
+    rule: Rule, rows: Sequence[_Row], base: Mapping[str, str], dashboard_url: str
+) -> Instance:
+    """The rows sharing one value of the rule's group_by columns as one alert: labels those columns,
+    templates filled from them, `{count}` and the worst (first) row; the first EXAMPLES rows as examples."""
+    worst = rows[0]
+    keys = rule.group_by or ()
+    labels = {**base, **{k: worst.labels[k] for k in keys if k in worst.labels}}
+    count = str(len(rows))
+    value = worst.value if worst.value is not None else count
+    values = {**worst.values(base), **labels, "count": count, "value": value}
+    examples = tuple(_example(rule, row, base, dashboard_url) for row in rows[:EXAMPLES])
+    annotations = _annotations(rule, values, worst.extra)
+    annotations["count"] = count
+    annotations["examples"] = "\n".join(
+        f"{e['line']} {e['url']}" if e.get("url") else e["line"] for e in examples
+    )
+    if len(rows) > EXAMPLES:
+        annotations["examples"] += f"\n… and {len(rows) - EXAMPLES} more"
+    if examples and examples[0].get("url"):
+        annotations["turn_url"] = examples[0]["url"]  # the worst turn, for a pager's one link
+    return Instance(labels=labels, annotations=annotations, value=value, count=len(rows), examples=examples)
+
+
+def evaluate(
+    con: duckdb.DuckDBPyConnection, rule: Rule, at: datetime, dashboard_url: str = DASHBOARD_URL
+) -> list[Instance]:
+    """Runs the rule at `at`: every column becomes a label (nulls left out) except `value` and
+    `annotation_*` columns, which become annotations; all of them fill `{name}` in summary/description.
+    With `group_by`, only those columns are labels and the rows sharing them are one alert (_group)."""
+    rows = _rows(con, rule, at)
+    base = {"alertname": rule.name, "severity": rule.severity, **rule.labels}
+    if rule.grouped:
+        groups: dict[tuple[str | None, ...], list[_Row]] = {}
+        for row in rows:  # in the rule's order: the first row of a group is its worst
+            groups.setdefault(tuple(row.labels.get(k) for k in rule.group_by or ()), []).append(row)
+        return [_group(rule, members, base, dashboard_url) for members in groups.values()]
+    instances = []
+    for row in rows:
+        labels = {**base, **row.labels}
+        values = row.values(labels)
+        annotations = _annotations(rule, values, row.extra)
+        instances.append(Instance(labels=labels, annotations=annotations, value=row.value))
     fingerprints = [i.fingerprint for i in instances]
     if len(set(fingerprints)) != len(fingerprints):  # as Prometheus: one alert per label set
         raise RuleError(

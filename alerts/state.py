@@ -25,6 +25,7 @@ from turnlens.kernel.durations import parse_time
 STATE_FOLDER = layout.ALERTS_DIR  # DIR/alerts/ of the store, beside the segments, never inside the catalog
 STATE_FILE = "state.json"
 RESOLVED_RETENTION = timedelta(minutes=15)  # Prometheus re-sends resolved alerts this long
+REPEAT_INTERVAL = timedelta(hours=4)  # a firing alert is told again after this long (Alertmanager's default)
 OUTBOX_LIMIT = 10_000  # undelivered records kept per target; beyond it the oldest are dropped (and said so)
 
 
@@ -41,6 +42,9 @@ class Alert:
     fired_at: str | None = None
     resolved_at: str | None = None
     last_seen: str | None = None
+    count: int | None = None  # a grouped rule's rows behind it at the last evaluation; None: one row
+    examples: list[dict[str, str]] = field(default_factory=list)  # the worst few rows (rules.Instance)
+    notified_at: str | None = None  # when its firing was last told to the notifiers (repeat interval)
 
     @property
     def severity(self) -> str:
@@ -61,6 +65,7 @@ class AlertState:
 
     alerts: dict[str, Alert] = field(default_factory=dict)
     evaluated_at: str | None = None
+    as_of: str | None = None  # what the last run's `--at` named: now (the wall clock), newest, a time
     # notify target -> alert records (notify.alert_record) it has not acknowledged yet, oldest first
     outbox: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
@@ -70,7 +75,12 @@ class AlertState:
             return cls()
         data = json.loads(path.read_text())
         alerts = {fp: Alert(**a) for fp, a in data.get("alerts", {}).items()}
-        return cls(alerts=alerts, evaluated_at=data.get("evaluated_at"), outbox=data.get("outbox", {}))
+        return cls(
+            alerts=alerts,
+            evaluated_at=data.get("evaluated_at"),
+            as_of=data.get("as_of"),
+            outbox=data.get("outbox", {}),
+        )
 
     def save(self, path: Path) -> None:
         """Written to a temporary file, fsynced, renamed: a reader or a crash sees old or new, never half."""
@@ -79,6 +89,7 @@ class AlertState:
         payload = {
             "version": 1,
             "evaluated_at": self.evaluated_at,
+            "as_of": self.as_of,
             "alerts": {fp: asdict(a) for fp, a in sorted(self.alerts.items())},
             "outbox": {target: records for target, records in sorted(self.outbox.items()) if records},
         }
@@ -107,8 +118,9 @@ class AlertState:
 
     def step(self, rule: Rule, instances: Iterable[Instance], at: datetime) -> list[Transition]:
         """Advances the rule's alerts to `at`: new rows go pending (or fire at once when `for` is 0),
-        pending ones fire once active for `for`, firing ones that vanished resolve, pending ones that
-        vanished are forgotten, resolved ones are dropped after RESOLVED_RETENTION."""
+        pending ones fire once active for `for`, firing ones that vanished resolve (once gone for the rule's
+        keep_firing_for; back before that, they fire on unannounced), pending ones that vanished are
+        forgotten, resolved ones are dropped after RESOLVED_RETENTION."""
         now = iso(at)
         transitions: list[Transition] = []
         seen: set[str] = set()
@@ -127,9 +139,10 @@ class AlertState:
                 )
                 self.alerts[fp] = alert
             alert.annotations = instance.annotations
+            alert.count, alert.examples = instance.count, [dict(e) for e in instance.examples]
             alert.last_seen = now
             if alert.state == "pending" and at - parse_time(alert.active_at) >= rule.for_:
-                alert.state, alert.fired_at = "firing", now
+                alert.state, alert.fired_at, alert.notified_at = "firing", now, now
                 transitions.append(Transition("firing", alert))
         for fp, alert in list(self.alerts.items()):
             if alert.rule != rule.name or fp in seen:
@@ -137,11 +150,25 @@ class AlertState:
             if alert.state == "pending":
                 del self.alerts[fp]
             elif alert.state == "firing":
+                last_seen = parse_time(alert.last_seen or alert.fired_at or now)
+                if at - last_seen < rule.keep_firing_for:  # as Prometheus' keep_firing_for: no flapping
+                    continue
                 alert.state, alert.resolved_at = "resolved", now
                 transitions.append(Transition("resolved", alert))
             elif alert.resolved_at and at - parse_time(alert.resolved_at) > RESOLVED_RETENTION:
                 del self.alerts[fp]
         return transitions
+
+    def repeats(self, at: datetime, interval: timedelta) -> list[Transition]:
+        """Alerts firing and untold for `interval`: told again (the notifiers' news, not a transition of the
+        history), as Alertmanager repeats a group still firing after its repeat_interval."""
+        due = []
+        for alert in sorted(self.alerts.values(), key=lambda a: a.fingerprint):
+            told = alert.notified_at or alert.fired_at
+            if alert.state == "firing" and told and at - parse_time(told) >= interval:
+                alert.notified_at = iso(at)
+                due.append(Transition("firing", alert))
+        return due
 
     def forget_rules_except(self, names: set[str], at: datetime) -> list[Transition]:
         """Alerts of rules that no longer exist resolve (firing) or vanish (pending)."""

@@ -19,9 +19,11 @@ of times through the same state machine as `alerts run`, so `for` is tested too:
     at = 2026-01-01T00:01:40Z
     firing = [{}]
 
-Expected alerts list the labels a row produces (alertname, severity and the rule's static labels are
-added); the comparison is exact. A string `"hlc:<ISO time>"` in given rows becomes the packed HLC of
-that instant; TOML date-times become timestamps.
+Expected alerts list the labels an alert has (alertname, severity and the rule's static labels are
+added; for a grouped rule, its group_by columns); the comparison is exact. An expected alert may also give
+`annotations = { count = "2" }`: those annotations must be the alert's (the others are not compared).
+A string `"hlc:<ISO time>"` in given rows becomes the packed HLC of that instant; TOML date-times become
+timestamps.
 """
 
 from __future__ import annotations
@@ -110,14 +112,28 @@ def run_case(rule: Rule, case: dict[str, Any]) -> CaseResult:
                 result.failures.append(f"at {at.isoformat()}: rule failed: {'; '.join(run.errors)}")
                 continue
             for status in ("firing", "pending"):
-                expected = _label_sets(
-                    [{**base, **{k: str(v) for k, v in a.items()}} for a in step.get(status, [])]
-                )
-                got = _label_sets([a.labels for a in state.alerts.values() if a.state == status])
+                wanted = [
+                    {**base, **{k: str(v) for k, v in a.items() if k != "annotations"}}
+                    for a in step.get(status, [])
+                ]
+                alerts = [a for a in state.alerts.values() if a.state == status]
+                expected, got = _label_sets(wanted), _label_sets([a.labels for a in alerts])
                 if expected != got:
                     result.failures.append(
                         f"at {at.isoformat()}: {status}\n      expected: {expected}\n      got:      {got}"
                     )
+                    continue
+                by_labels = {_label_sets([a.labels])[0]: a for a in alerts}
+                for labels, spec in zip(wanted, step.get(status, []), strict=True):
+                    notes = {k: str(v) for k, v in spec.get("annotations", {}).items()}
+                    alert = by_labels[_label_sets([labels])[0]]
+                    got_notes = {k: alert.annotations.get(k) for k in notes}
+                    differ = {k: v for k, v in got_notes.items() if v != notes[k]}
+                    if differ:
+                        result.failures.append(
+                            f"at {at.isoformat()}: {status} {_label_sets([labels])[0]}: annotations\n"
+                            f"      expected: { {k: notes[k] for k in differ} }\n      got:      {differ}"
+                        )
     finally:
         con.close()
     return result

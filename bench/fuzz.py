@@ -16,7 +16,6 @@ missing. The collector tests run a few hundred cases of the same generator (test
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import copy
 import gzip
@@ -40,9 +39,8 @@ from typing import Any
 
 import grpc
 import psutil
-from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+from turnlens.sample_data.otlp_values import kv, to_otlp_json
 
 TOKEN = "fuzz-token"
 MAX_REQUEST_BYTES = 1024 * 1024
@@ -56,32 +54,12 @@ SERVER_ERRORS = {"500", "grpc:UNKNOWN", "grpc:INTERNAL"}  # a bug, never a verdi
 # --- valid requests to start from ----------------------------------------------------------------
 
 
-def _value(value: Any) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, bytes):
-        return AnyValue(bytes_value=value)
-    if isinstance(value, list):
-        return AnyValue(array_value=ArrayValue(values=[_value(v) for v in value]))
-    if isinstance(value, dict):
-        return AnyValue(kvlist_value=KeyValueList(values=[_kv(k, v) for k, v in value.items()]))
-    return AnyValue(string_value=str(value))
-
-
-def _kv(key: str, value: Any) -> KeyValue:
-    return KeyValue(key=key, value=_value(value))
-
-
 def valid_request(rng: random.Random, serial: int) -> ExportTraceServiceRequest:
     """A few spans with ids unique to `serial`, every attribute value kind, events, links and a status."""
     request = ExportTraceServiceRequest()
     resource_spans = request.resource_spans.add(schema_url="https://opentelemetry.io/schemas/1.30.0")
     resource_spans.resource.attributes.extend(
-        [_kv("service.name", f"fuzz-{serial % 7}"), _kv("service.instance.id", f"node-{serial % 3}")]
+        [kv("service.name", f"fuzz-{serial % 7}"), kv("service.instance.id", f"node-{serial % 3}")]
     )
     scope_spans = resource_spans.scope_spans.add()
     scope_spans.scope.name, scope_spans.scope.version = "fuzz", "1"
@@ -97,38 +75,19 @@ def valid_request(rng: random.Random, serial: int) -> ExportTraceServiceRequest:
         span.end_time_unix_nano = span.start_time_unix_nano + 5000
         span.attributes.extend(
             [
-                _kv("session.id", f"s-{serial % 11}"), _kv("turnlens.turn.id", f"t-{serial}"),
-                _kv("turnlens.layer", rng.choice(["http", "stream", "runtime", "tool"])),
-                _kv("turnlens.hlc", ((START_NS // 10**6) << 16) + i), _kv("flag", rng.random() < 0.5),
-                _kv("ratio", 0.25), _kv("blob", b"\x00\x01"), _kv("list", ["a", 1]), _kv("map", {"k": "v"}),
-                _kv("empty", None),
+                kv("session.id", f"s-{serial % 11}"), kv("turnlens.turn.id", f"t-{serial}"),
+                kv("turnlens.layer", rng.choice(["http", "stream", "runtime", "tool"])),
+                kv("turnlens.hlc", ((START_NS // 10**6) << 16) + i), kv("flag", rng.random() < 0.5),
+                kv("ratio", 0.25), kv("blob", b"\x00\x01"), kv("list", ["a", 1]), kv("map", {"k": "v"}),
+                kv("empty", None),
             ]
         )
         event = span.events.add(time_unix_nano=span.start_time_unix_nano + 10, name="tool.committed")
-        event.attributes.extend([_kv("turnlens.hlc", 7), _kv("turnlens.idempotency_key", f"k-{serial}")])
+        event.attributes.extend([kv("turnlens.hlc", 7), kv("turnlens.idempotency_key", f"k-{serial}")])
         link = span.links.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, trace_state="l=1", flags=1)
-        link.attributes.append(_kv("why", "caused by"))
+        link.attributes.append(kv("why", "caused by"))
         span.status.code, span.status.message = rng.randrange(3), "fine"
     return request
-
-
-_ID_KEYS = ("traceId", "spanId", "parentSpanId")
-
-
-def to_otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
-    """OTLP/JSON: protobuf's JSON mapping with hex ids and integer enums."""
-
-    def fix(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {
-                key: base64.b64decode(value).hex() if key in _ID_KEYS else fix(value)
-                for key, value in node.items()
-            }
-        if isinstance(node, list):
-            return [fix(item) for item in node]
-        return node
-
-    return dict(fix(MessageToDict(request, use_integers_for_enums=True)))
 
 
 # --- cases ----------------------------------------------------------------------------------------

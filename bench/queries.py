@@ -14,7 +14,8 @@ the
 kernel) and reports its time and memory, then stores `--fresh` spans of new turns (ids and start times made
 new,
 received now) and times the refresh that folds them in (`refresh_s`), then re-sends `--fresh` stored spans as
-new copies of old turns (a retried export) and times that refresh too (`refresh_retry_s`). Figures go to
+new copies of old turns (a retried export) and times that refresh too (`refresh_retry_s`); both write deltas,
+and a last run folds them into the partitions' files (`refresh_fold_s`). Figures go to
 stdout
 as JSON too; with `--json` that one object is all stdout holds (the rest goes to stderr).
 
@@ -153,7 +154,7 @@ def send_new_turns(store: Path, spans: int) -> int:
     return int(table.num_rows)
 
 
-def materialize_child(store: Path, threads: int | None, full: bool) -> dict[str, Any]:
+def materialize_child(store: Path, threads: int | None, full: bool, fold: bool = False) -> dict[str, Any]:
     """Runs `turnlens materialize` in a child process, as the collector does; returns its summary plus the
     wall time and the child's peak RSS (the kernel's ru_maxrss, so it counts DuckDB's native memory too)."""
     command = [
@@ -168,6 +169,7 @@ def materialize_child(store: Path, threads: int | None, full: bool) -> dict[str,
         "--json",
     ]
     command += ["--full"] if full else []
+    command += ["--fold"] if fold else []
     command += ["--threads", str(threads)] if threads else []
     started = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.PIPE)
@@ -178,7 +180,11 @@ def materialize_child(store: Path, threads: int | None, full: bool) -> dict[str,
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"turnlens materialize exited {os.waitstatus_to_exitcode(status)}")
     summary = json.loads(output.decode().strip().splitlines()[-1])
-    return summary | {"wall_s": round(wall, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+    return summary | {
+        "wall_s": round(wall, 3),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+    }
 
 
 def timed(run: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
@@ -228,14 +234,29 @@ def main() -> int:
     else:
         catalog.write_catalog(store, segments_glob(store))  # the views of this checkout
 
-    results: dict[str, Any] = {"load_average_1m": round(os.getloadavg()[0], 2)}
+    # every figure's key is present; a figure this run did not take (a store reused with its derived state and
+    # no --full, --fresh 0) is null
+    results: dict[str, Any] = {
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "spans": None,
+        "full_build_s": None,
+        "full_build_peak_rss_mb": None,
+        "refresh_s": None,
+    }
     if args.full or materialize.current_snapshot(store) is None:
         full = materialize_child(store, args.threads, full=True)
         say(
-            f"full build: {full['seconds']:.1f} s in {full['buckets']} buckets,"
+            f"full build: {full['seconds']:.1f} s ({full['cpu_s']:.0f} CPU s) in {full['buckets']} buckets,"
             f" {full['partitions']} partitions, peak RSS {full['peak_rss_mb']:.0f} MB"
         )
-        results |= {"full_build_s": full["seconds"], "full_build_peak_rss_mb": full["peak_rss_mb"]}
+        results |= {
+            "full_build_s": full["seconds"],
+            "full_build_cpu_s": full["cpu_s"],
+            "full_build_peak_rss_mb": full["peak_rss_mb"],
+            "full_build_step_s": full["step_seconds"],
+            "full_build_step_cpu_s": full["step_cpu_seconds"],
+            "load_average_1m_after_full_build": round(os.getloadavg()[0], 2),
+        }
     if args.fresh:
         sent = send_new_turns(store, args.fresh)
         refresh = materialize_child(store, args.threads, full=False)
@@ -253,6 +274,10 @@ def main() -> int:
             f" turns in {len(retry['written_partitions'])} partitions"
         )
         results["refresh_retry_s"] = retry["seconds"]
+        fold = materialize_child(store, args.threads, full=False, fold=True)
+        folded = len(fold["folded_partitions"])
+        say(f"fold of the deltas into {folded} partitions' files: {fold['seconds']:.2f} s")
+        results |= {"refresh_fold_s": fold["seconds"], "refresh_fold_partitions": folded}
     con = catalog.connect(store)
     if args.threads:
         con.execute(f"set threads = {int(args.threads)}")  # SET takes no bound parameters

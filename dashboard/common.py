@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Literal
 from urllib.parse import urlencode
@@ -12,6 +13,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 from streamlit.elements.lib.column_types import ColumnConfig
+from turnlens.alerts import asof
 from turnlens.dashboard import data, filters
 from turnlens.kernel import contract
 from turnlens.queries import catalog
@@ -21,18 +23,50 @@ RETRY_S = 15  # a page that failed runs again after this long by itself
 logger = logging.getLogger(__name__)
 
 
-def time_window(range_key: str) -> tuple[int | None, int | None]:
-    """`(from_ms, to_ms)` of a TIME_RANGES key, ending at the newest data in the store; None = unbounded."""
-    if range_key == filters.CUSTOM:
-        return filters.custom_window()
-    seconds = filters.TIME_RANGES.get(range_key)
-    if seconds is None:
-        return None, None
+def newest_data() -> datetime | None:
+    """When the last span of the store's newest turn was seen; None for an empty store."""
     bounds = data.query("store_bounds")
     newest = bounds["newest_ms"].iloc[0] if len(bounds) else None
     if newest is None or pd.isna(newest):
-        return None, None
-    return int(newest) - seconds * 1000, int(newest)
+        return None
+    return datetime.fromtimestamp(int(newest) / 1000, tz=UTC)
+
+
+def as_of_ms() -> int | None:
+    """The dashboard's "now" in Unix ms (`?asof=`, the wall clock by default); None when it names the newest
+    data of an empty store. The wall clock is taken to the whole cache period (15 s by default), so the
+    pages of one refresh share their cached queries."""
+    period_ms = max(1, data.settings().cache_ttl_seconds) * 1000
+    wall_ms = int(time.time() * 1000) // period_ms * period_ms
+    wall = datetime.fromtimestamp(wall_ms / 1000, tz=UTC)
+    try:
+        return int(asof.resolve(filters.as_of(), newest_data, wall=wall).timestamp() * 1000)
+    except asof.AsOfError:
+        return None
+
+
+def time_window(range_key: str) -> tuple[int | None, int | None]:
+    """`(from_ms, to_ms)` of a TIME_RANGES key, ending at the as-of (the wall clock unless `?asof=` names
+    another time, as `turnlens alerts run --at` does); None = unbounded."""
+    if range_key == filters.CUSTOM:
+        return filters.custom_window()
+    seconds = filters.TIME_RANGES.get(range_key)
+    end = None if filters.as_of() == asof.NOW and seconds is None else as_of_ms()
+    if seconds is None or end is None:
+        return None, end
+    return end - seconds * 1000, end
+
+
+def as_of_caption() -> None:
+    """Says where the windows end, so the page and `turnlens alerts run` can be seen to agree."""
+    spec = filters.as_of()
+    end = as_of_ms()
+    st.caption(
+        f"As of {format_ms(end)[:-4]} UTC ({asof.describe(spec)}); `turnlens alerts run --at {spec}` "
+        "evaluates the rules at the same time."
+        if end is not None
+        else "The store holds no turns yet."
+    )
 
 
 def describe_window(window: tuple[int | None, int | None]) -> str:

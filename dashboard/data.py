@@ -25,7 +25,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 from turnlens.collector import leases, quarantine
-from turnlens.queries import catalog
+from turnlens.queries import catalog, turn_queries
 
 T = TypeVar("T")
 
@@ -216,10 +216,13 @@ def _missing_view(exc: duckdb.Error) -> str | None:
 def run_named(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]) -> pd.DataFrame:
     """Runs one named query with its parameters bound; no Streamlit involved (the benchmark uses this).
 
-    A one-turn query (TURN_QUERIES) alone reads its turn first (turn_hold); run_turn reads it once for all.
+    A one-turn query (TURN_QUERIES) alone holds its turn first; run_turn holds it once for all of them.
     """
     if name in TURN_QUERIES:
-        _run_sql(con, TURN_HOLD, params)
+        frame = run_turn(con, params["session"], params["turn"], names=(name,))[name]
+        if isinstance(frame, str):
+            raise StoreNotReady(frame)
+        return frame
     return _run_sql(con, name, params)
 
 
@@ -228,13 +231,18 @@ def _run_sql(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any
     try:
         return catalog.execute_script(con, sql, params).df()  # several statements: the last's rows
     except duckdb.CatalogException as exc:
-        view = _missing_view(exc)
-        if view is None:
-            raise
-        raise StoreNotReady(
-            f"The store's catalog has no `{view}` (needed by the `{name}` query). Rebuild it with "
-            f"`turnlens views --store {settings().store_dir}` after upgrading turnlens."
-        ) from exc
+        raise _not_ready(exc, name) from exc
+
+
+def _not_ready(exc: duckdb.CatalogException, name: str) -> StoreNotReady:
+    """What to do about a query that names a view the store's catalog lacks; any other error as it is."""
+    view = _missing_view(exc)
+    if view is None:
+        raise exc
+    return StoreNotReady(
+        f"The store's catalog has no `{view}` (needed by the `{name}` query). Rebuild it with "
+        f"`turnlens views --store {settings().store_dir}` after upgrading turnlens."
+    )
 
 
 # Timings of the latest queries of this process, newest last, for the benchmark (bench/dashboard.py); bounded,
@@ -301,37 +309,69 @@ def refresh() -> None:
 
 # --- one turn, live from its own traces (the Turn detail page) -------------------------------------------
 
-# The one-turn queries read the rows `turn_hold` keeps in temporary tables of their cursor: the turn's traces
-# are found and scanned once for the page, not once per query (a scan of the segments is ~0.2 s at 1M spans).
-TURN_HOLD = "turn_hold"
-TURN_QUERIES = (
-    "turn_events",
-    "turn_findings",
-    "turn_tokens",
-    "turn_cancel",
-    "turn_ledger",
-    "turn_verdicts",
-    "turn_skew",
-    "turn_spans",
-)
+# The page's one-turn queries are the turn queries of queries/turn/ (turn_queries: the export and `turnlens
+# query NAME_of_turn` run the same), read over the turn held once on the cursor: its traces are found and
+# scanned once for the page, not once per query (a scan of the segments is ~0.2 s at 1M spans).
+TURN_HOLD = "turn_hold"  # its timing's name in TIMINGS
+TURN_QUERIES = {
+    "turn_events": "timeline",
+    "turn_findings": "findings",
+    "turn_tokens": "tokens",
+    "turn_cancel": "cancel_acks",
+    "turn_ledger": "side_effects",
+    "turn_verdicts": "verdicts",
+    "turn_skew": "skew",
+    "turn_spans": "spans",
+}
+# the columns the page shows of a turn query, where it shows fewer than the query gives
+TURN_COLUMNS = {
+    "turn_ledger": [
+        "tool_call_id",
+        "tool_name",
+        "tier",
+        "dispatch",
+        "status",
+        "committed_hlc",
+        "committed_after_stop",
+        "receipt_shown",
+        "undone",
+        "undo_failed",
+        "discarded",
+        "third_party_status",
+        "third_party_acks",
+        "charged_amount",
+        "idempotency_key",
+        "approved",
+    ],
+}
 
 
-def run_turn(con: duckdb.DuckDBPyConnection, session_id: str, turn_id: str) -> dict[str, pd.DataFrame | str]:
-    """Every one-turn query on one cursor after `turn_hold`; a query the catalogue cannot answer maps to why.
-
-    No Streamlit involved (the tests use this); the query timings go to TIMINGS, the hold's among them.
+def run_turn(
+    con: duckdb.DuckDBPyConnection, session_id: str, turn_id: str, names: Sequence[str] = tuple(TURN_QUERIES)
+) -> dict[str, pd.DataFrame | str]:
+    """The page's one-turn queries on one cursor, the turn held once; a query the catalogue cannot answer
+    maps to why. No Streamlit involved (the tests use this); the timings go to TIMINGS, the hold's among them.
     """
-    params = {"session": session_id, "turn": turn_id}
     started = time.perf_counter()
-    _run_sql(con, TURN_HOLD, params)
+    try:
+        turn_queries.hold(
+            con,
+            [session_id],
+            [turn_id],
+            keys=any(TURN_QUERIES[n] not in turn_queries.TIMELINE_ONLY for n in names),
+        )
+    except duckdb.CatalogException as exc:
+        return dict.fromkeys(names, str(_not_ready(exc, TURN_HOLD)))
     TIMINGS.append((TURN_HOLD, time.perf_counter() - started))
     frames: dict[str, pd.DataFrame | str] = {}
-    for name in TURN_QUERIES:
+    for name in names:
         started = time.perf_counter()
         try:
-            frames[name] = _run_sql(con, name, params)
-        except StoreNotReady as exc:  # one section of the page says so; the others still show
-            frames[name] = str(exc)
+            frame = turn_queries.run(con, TURN_QUERIES[name]).df()
+        except duckdb.CatalogException as exc:  # one section of the page says so; the others still show
+            frames[name] = str(_not_ready(exc, name))
+        else:
+            frames[name] = frame[TURN_COLUMNS[name]] if name in TURN_COLUMNS else frame
         TIMINGS.append((name, time.perf_counter() - started))
     return frames
 
@@ -376,22 +416,26 @@ def alert_history() -> pd.DataFrame:
 
 
 def alerts_frame(alerts: Sequence[Any]) -> pd.DataFrame:
-    """Alerts as rows: state, severity, name, the labels that tell instances apart, and the summary."""
+    """Alerts as rows: state, severity, name, how many rows it stands for, the labels that tell alerts apart,
+    the summary, the worst examples, and the turn to open (its own, or a grouped alert's worst)."""
     rows = []
     for alert in alerts:
         extra = {k: v for k, v in alert.labels.items() if k not in ("alertname", "severity")}
+        worst = alert.examples[0] if alert.examples else {}
         rows.append(
             {
                 "state": alert.state,
                 "severity": alert.severity,
                 "alert": alert.rule,
+                "count": alert.count,
                 "summary": alert.annotations.get("summary", ""),
                 "labels": ", ".join(f"{k}={v}" for k, v in sorted(extra.items())),
+                "examples": "\n".join(e.get("line", "") for e in alert.examples),
                 "active since": alert.active_at,
                 "fired at": alert.fired_at,
                 "resolved at": alert.resolved_at,
-                "session_id": alert.labels.get("session_id"),
-                "turn_id": alert.labels.get("turn_id"),
+                "session_id": alert.labels.get("session_id", worst.get("session_id")),
+                "turn_id": alert.labels.get("turn_id", worst.get("turn_id")),
             }
         )
     order = {"critical": 0, "warning": 1, "info": 2}

@@ -12,8 +12,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import streamlit as st
+from turnlens.alerts import asof
 
-# Time windows end at the newest data in the store, so a recorded incident reads the same as a live one.
+# Time windows end at the dashboard's "as of" (`?asof=`): the wall clock by default, as `turnlens alerts run`
+# evaluates, or `newest` (the newest data in the store) or a time for recorded data (alerts/asof.py).
 TIME_RANGES: dict[str, int | None] = {
     "all": None,
     "15m": 15 * 60,
@@ -23,7 +25,8 @@ TIME_RANGES: dict[str, int | None] = {
     "7d": 7 * 24 * 3600,
 }
 CUSTOM = "custom"  # an absolute window: ?from=…&to=… (ISO-8601, UTC when no offset is given)
-RANGE_PARAMS = ("range", "from", "to")
+AS_OF = "asof"
+RANGE_PARAMS = ("range", "from", "to", AS_OF)
 _SHARED = "shared_time_range"
 _BRUSH = "brushed_time_range"
 _LAST_BRUSH = "last_brushed_time_range"  # session state: the time range follows the user from page to page
@@ -142,18 +145,41 @@ def time_range(*, default: str = "all") -> str:
         param="range",
         default=default,
         key=keys["range"],
-        help="Windows end at the newest data in the store, so a recorded incident reads like a live one; "
-        "`custom` takes an absolute from/to (or brush the SLO chart on the Overview).",
+        help="Windows end at the time 'As of' names (the wall clock unless it says otherwise), as the alert "
+        "rules do; `custom` takes an absolute from/to (or brush the SLO chart on the Overview).",
     )
     if range_key == CUSTOM:
         text_input("From (UTC)", param="from", key=keys["from"], placeholder="2026-01-01T09:05:00")
         text_input("To (UTC)", param="to", key=keys["to"], placeholder="2026-01-01T09:20:00")
+        if AS_OF in st.query_params:
+            del st.query_params[AS_OF]
     else:
         for param in ("from", "to"):
             if param in st.query_params:
                 del st.query_params[param]
+        text_input(
+            "As of (UTC)",
+            param=AS_OF,
+            key=keys[AS_OF],
+            placeholder="now",
+            help="Where windows end: `now` (the wall clock, the default), `newest` (the newest data in the "
+            "store, for recorded data), `newest-30m`, or a time such as 2026-01-01T09:20:00. "
+            "`turnlens alerts run --at` takes the same.",
+        )
     st.session_state[_SHARED] = range_params()
     return range_key
+
+
+def as_of() -> str:
+    """What `?asof=` names (`now` when absent); a value that is not a time is reported and `now` used."""
+    raw = st.query_params.get(AS_OF, "").strip()
+    if not raw:
+        return asof.NOW
+    try:
+        return asof.check(raw)
+    except asof.AsOfError:
+        unknown_value(AS_OF, [raw], "windows end now (use now, newest, newest-30m or an ISO-8601 time)")
+        return asof.NOW
 
 
 def range_params() -> dict[str, str]:

@@ -1,6 +1,8 @@
 """The incident export's data: the incident's turns found, every section's query run, one Incident object.
 
-Data comes from the named queries in `export/sql/`; the renderers (`html_report`, `markdown_report`,
+The incident's turns are found by `export/sql/select_incident_turns.sql`; every section is one of the turn
+queries of `queries/turn/` (the same the Turn detail page and `turnlens query NAME_of_turn` run) over those
+turns, held once (turn_queries.hold). The renderers (`html_report`, `markdown_report`,
 `json_report`) only format an Incident. The helpers at the end say what every format shows first (the
 headline, the verdict matrix) and how a value reads for people.
 """
@@ -16,22 +18,21 @@ import duckdb
 import pandas as pd
 from turnlens.alerts.history import load_history
 from turnlens.kernel.contract import LAYERS, format_hlc
-from turnlens.queries.catalog import execute_script
+from turnlens.queries import turn_queries
+from turnlens.queries.sqlfiles import execute_script
 
 EXPORT_SQL = Path(__file__).resolve().parent / "sql"
-# Section key → (title, query file). Checked both ways against the folder by the tests.
+# Section key → (title, turn query of queries/turn/). Checked against turn_queries.load() by the tests.
 SECTIONS: dict[str, tuple[str, str]] = {
-    "summary": ("Summary", "select_incident_summary.sql"),
-    "verdicts": ("What each layer believes", "select_incident_verdicts.sql"),
-    "timeline": ("Timeline (HLC order)", "select_incident_timeline.sql"),
-    "ledger": ("Side-effect ledger", "select_incident_ledger.sql"),
-    "findings": ("Findings", "select_incident_findings.sql"),
-    "skew": ("Clock skew per node", "select_incident_skew.sql"),
-    "events": ("Appendix: raw events", "select_incident_events.sql"),
+    "summary": ("Summary", "summary"),
+    "verdicts": ("What each layer believes", "verdicts"),
+    "timeline": ("Timeline (HLC order)", "timeline"),
+    "ledger": ("Side-effect ledger", "side_effects"),
+    "findings": ("Findings", "findings"),
+    "skew": ("Clock skew per node", "skew"),
+    "events": ("Appendix: raw events", "span_events"),
 }
 SCOPE_SQL = "select_incident_turns.sql"
-TRACES_SQL = "set_incident_traces.sql"  # every query above reads only the traces this holds
-KEY_TRACES_SQL = "add_incident_key_traces.sql"  # and those sharing the turns' keys (for the findings)
 CATALOG_PATH_SQL = "select_catalog_path.sql"
 ALERT_LOOKAHEAD = timedelta(minutes=30)  # rules with `for` fire after the incident they are about
 Format = Literal["html", "md", "json"]
@@ -119,8 +120,7 @@ def _sql(name: str) -> str:
     return (EXPORT_SQL / name).read_text()
 
 
-def _rows(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> tuple[list[str], list[dict]]:
-    cursor = execute_script(con, _sql(name), params)
+def _fetch(cursor: duckdb.DuckDBPyConnection) -> tuple[list[str], list[dict]]:
     columns = [d[0] for d in cursor.description]
     return columns, [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
@@ -131,8 +131,22 @@ def _store_dir(con: duckdb.DuckDBPyConnection) -> Path | None:
     return Path(row[0]).parent if row and row[0] else None
 
 
-def _overlapping_alerts(store: Path | None, turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Alerts (from the runner's history) about these turns, or without a turn and active during them."""
+def _finding_groups(sections: dict[str, Section]) -> set[tuple[str, str]]:
+    """(kind, tool) of each finding of the turns, as the grouped finding alerts label them."""
+    findings, ledger = sections.get("findings"), sections.get("ledger")
+    if findings is None or findings.unavailable is not None:
+        return set()
+    ledger_rows = [] if ledger is None or ledger.unavailable else ledger.rows
+    tools = {r.get("tool_call_id"): r.get("tool_name") for r in ledger_rows}
+    return {(str(r.get("kind")), str(tools.get(r.get("tool_call_id")) or "unknown")) for r in findings.rows}
+
+
+def _overlapping_alerts(
+    store: Path | None, turns: list[dict[str, Any]], findings: set[tuple[str, str]] | None = None
+) -> list[dict[str, Any]]:
+    """Alerts (from the runner's history) about these turns, or without a turn and active during them. A
+    grouped finding alert (labelled with a finding kind, and a tool, but no turn) is about these turns when
+    they have a finding of that kind and tool while it fired."""
     if store is None or not turns:
         return []
     start = min(t["first_ns"] for t in turns) / 1e9
@@ -159,16 +173,22 @@ def _overlapping_alerts(store: Path | None, turns: list[dict[str, Any]]) -> list
     chosen = []
     for life in lives.values():
         labels = life["labels"]
+        began = datetime.fromisoformat(life["startsAt"]).timestamp()
+        ended = datetime.fromisoformat(life["endsAt"]).timestamp() if life["endsAt"] else float("inf")
+        overlapped = began <= end and ended >= start
         if "turn_id" in labels:
             relevant = (labels.get("session_id"), labels["turn_id"]) in keys or (
                 "session_id" not in labels and labels["turn_id"] in {k[1] for k in keys}
             )
         elif "session_id" in labels:
             relevant = labels["session_id"] in sessions
+        elif "kind" in labels:
+            relevant = overlapped and any(
+                kind == labels["kind"] and tool == labels.get("tool_name", tool)
+                for kind, tool in findings or ()
+            )
         else:
-            began = datetime.fromisoformat(life["startsAt"]).timestamp()
-            ended = datetime.fromisoformat(life["endsAt"]).timestamp() if life["endsAt"] else float("inf")
-            relevant = began <= end and ended >= start
+            relevant = overlapped
         if relevant:
             chosen.append(life)
     return sorted(chosen, key=lambda a: (a["startsAt"], a["alertname"] or ""))
@@ -206,34 +226,44 @@ def gather(
         raise ExportError("a turn is named within its session: give session_id too")
     to_ns = lambda t: None if t is None else int(t.astimezone(UTC).timestamp() * 1e9)  # noqa: E731
     scope = {"session_id": session_id, "turn_id": turn_id, "start_ns": to_ns(start), "end_ns": to_ns(end)}
-    # The named turn's traces (else every trace) for the scope query, then the found turns' traces and those
-    # sharing their idempotency keys for the sections: one turn is read, not the store.
-    named = None if turn_id is None else [turn_id]
-    execute_script(con, _sql(TRACES_SQL), {"turns": named})
-    _, turns = _rows(
-        con,
-        SCOPE_SQL,
-        {"session": session_id, "turn": turn_id, "start_ns": scope["start_ns"], "end_ns": scope["end_ns"]},
+    # The named turn's traces (else every trace) for the scope query, then the found turns held once for the
+    # sections: one turn is read, not the store.
+    _, turns = _fetch(
+        execute_script(
+            con,
+            _sql(SCOPE_SQL),
+            {
+                "session": session_id,
+                "turn": turn_id,
+                "start_ns": scope["start_ns"],
+                "end_ns": scope["end_ns"],
+            },
+        )
     )
     if not turns:
         raise ExportError(
             f"no turn in the store matches {', '.join(f'{k}={v}' for k, v in scope.items() if v)}"
         )
-    keys = {"sessions": [t["session_id"] for t in turns], "turns": [t["turn_id"] for t in turns]}
-    execute_script(con, _sql(TRACES_SQL), {"turns": keys["turns"]})
-    execute_script(con, _sql(KEY_TRACES_SQL), {})
+    answers = turn_queries.run_all(
+        con,
+        [t["session_id"] for t in turns],
+        [t["turn_id"] for t in turns],
+        [name for _, name in SECTIONS.values()],
+        _fetch,
+    )
     sections = {}
-    for key, (title, file) in SECTIONS.items():
+    for key, (title, name) in SECTIONS.items():
         section = Section(key=key, title=title)
-        try:
-            section.columns, section.rows = _rows(con, file, keys)
-        except duckdb.CatalogException as exc:
-            section.unavailable = f"this store's catalog cannot answer it yet ({str(exc).splitlines()[0]})"
-        except duckdb.BinderException as exc:
-            section.unavailable = f"the view's columns differ from what the export expects: {exc}"
+        answer = answers[name]
+        if isinstance(answer, duckdb.CatalogException):
+            section.unavailable = f"this store's catalog cannot answer it yet ({str(answer).splitlines()[0]})"
+        elif isinstance(answer, duckdb.Error):
+            section.unavailable = f"the view's columns differ from what the export expects: {answer}"
+        else:
+            section.columns, section.rows = answer
         sections[key] = section
     _add_receipt_or_undo(sections["ledger"])
-    alerts = _overlapping_alerts(store_dir or _store_dir(con), turns)
+    alerts = _overlapping_alerts(store_dir or _store_dir(con), turns, _finding_groups(sections))
     return Incident(
         scope=scope, turns=turns, sections=sections, alerts=alerts, generated_at=datetime.now(UTC)
     )
@@ -275,9 +305,7 @@ def headline(incident: Incident) -> list[str]:
         lines.append(
             "Clock skew: "
             + (
-                ", ".join(
-                    f"{r['node']} {display('ms', r['max_abs_skew_ms'])} ms ({r['note']})" for r in skewed
-                )
+                ", ".join(f"{r['node']} {display('ms', r['max_skew_ms'])} ms ({r['note']})" for r in skewed)
                 or "every node within tolerance"
             )
             + "."
@@ -300,6 +328,13 @@ def verdict_matrix(incident: Incident) -> tuple[list[str], list[list[str]]]:
         for t in incident.turns
     ]
     return ["turn", *layers], matrix
+
+
+def section_cells(section: Section, wanted: list[str] | None = None) -> tuple[list[str], list[list[str]]]:
+    """What a table of the section shows: the columns of `wanted` it has (all of them without a list), and
+    each row's cells as people read them (`display`). The HTML and Markdown reports both draw from this."""
+    columns = [c for c in wanted if c in section.columns] if wanted else section.columns
+    return columns, [[display(c, row.get(c)) for c in columns] for row in section.rows]
 
 
 def alert_rows(alerts: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:

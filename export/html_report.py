@@ -7,7 +7,15 @@ import html
 from typing import Any
 
 import pandas as pd
-from turnlens.export.gather import Incident, Section, alert_rows, display, headline, verdict_matrix
+from turnlens.export.gather import (
+    Incident,
+    Section,
+    alert_rows,
+    display,
+    headline,
+    section_cells,
+    verdict_matrix,
+)
 
 from turnlens import __version__
 
@@ -187,9 +195,7 @@ def _section_html(section: Section, *, css_id: str = "", json_columns: set[str] 
         return _unavailable(section)
     if not section.rows:
         return '<p class="note">none</p>'
-    wanted = _HTML_COLUMNS.get(section.key)
-    columns = [c for c in wanted if c in section.columns] if wanted else section.columns
-    rows = [[display(c, row.get(c)) for c in columns] for row in section.rows]
+    columns, rows = section_cells(section, _HTML_COLUMNS.get(section.key))
     classes = {c: "json" for c in json_columns or ()}
     return _table_html(columns, rows, css_id=css_id, classes=classes)
 

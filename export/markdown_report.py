@@ -11,7 +11,15 @@ from __future__ import annotations
 import html
 import re
 
-from turnlens.export.gather import Incident, Section, alert_rows, display, headline, verdict_matrix
+from turnlens.export.gather import (
+    Incident,
+    Section,
+    alert_rows,
+    display,
+    headline,
+    section_cells,
+    verdict_matrix,
+)
 
 from turnlens import __version__
 
@@ -35,8 +43,7 @@ def _md_section(section: Section, columns: list[str] | None = None) -> str:
         return f"_{section.title}: {md_text(section.unavailable)}_"
     if not section.rows:
         return "_none_"
-    shown = [c for c in (columns or section.columns) if c in section.columns]
-    return _md_table(shown, [[display(c, row.get(c)) for c in shown] for row in section.rows])
+    return _md_table(*section_cells(section, columns))
 
 
 # The columns a ticket needs; the JSON and HTML carry them all.

@@ -7,117 +7,68 @@ a reader that has the old file open.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 from turnlens.collector import leases, quarantine
 from turnlens.kernel import layout
-from turnlens.queries import registry, settings
+from turnlens.queries import registry, settings, turn_queries
+from turnlens.queries.sqlfiles import QUERIES_DIR as QUERIES_DIR
+from turnlens.queries.sqlfiles import TABLE_FOLDER as TABLE_FOLDER
+from turnlens.queries.sqlfiles import VIEW_FOLDERS as VIEW_FOLDERS
+from turnlens.queries.sqlfiles import CatalogError as CatalogError
+from turnlens.queries.sqlfiles import SqlView as SqlView
+from turnlens.queries.sqlfiles import execute_script as execute_script
+from turnlens.queries.sqlfiles import load_tables as load_tables
+from turnlens.queries.sqlfiles import load_views as load_views
+from turnlens.queries.sqlfiles import moved_file as moved_file
+from turnlens.queries.sqlfiles import params_of as _params_of  # noqa: F401  (materialize.py reads it here)
+from turnlens.queries.sqlfiles import parse_view as parse_view
+from turnlens.queries.sqlfiles import read_order as read_order
+from turnlens.queries.sqlfiles import retrying as retrying
+from turnlens.queries.sqlfiles import split_statements as split_statements
+from turnlens.queries.sqlfiles import sql_string as sql_string
 
-T = TypeVar("T")
-
-QUERIES_DIR = Path(__file__).resolve().parent
 CATALOG_FILE = layout.CATALOG_FILE
-TABLE_FOLDER = "tables"
-VIEW_FOLDERS = ("base", "views")
 NAMED_FOLDER = "named"
+TURN_PARAMS = {"session": "the session_id.", "turn": "the turn_id."}
+# old names of named queries, kept working: old name -> the name it is now
+NAMED_ALIASES = {
+    "turn_timeline_of": "timeline_of_turn",
+    "ledger_of_turn": "side_effects_of_turn",
+    "cancel_of_turn": "cancel_acks_of_turn",
+}
 
-_CREATE = re.compile(r"create\s+or\s+replace\s+(?:view|table)\s+(\w+)", re.IGNORECASE)
-_COLUMN_DOC = re.compile(r"^--\s{2,}(\w+):\s*(.+)$")
 _PARAM_DOC = re.compile(r"^--\s{2,}\$(\w+):\s*(.+)$")
-_SETS_TURN_TRACES = re.compile(r"^\s*set\s+variable\s+turnlens_turn_traces\b", re.IGNORECASE)
-TURN_FILES_SQL = "set variable turnlens_turn_files = turn_files_of(getvariable('turnlens_turn_traces'))"
-
-
-class CatalogError(Exception):
-    """The SQL folder and its `_order` file disagree, or a file does not say what it defines."""
-
-
-@dataclass(frozen=True)
-class SqlView:
-    """One SQL file: the view it creates, what a row is, and what each column means."""
-
-    name: str
-    path: Path
-    sql: str
-    grain: str
-    columns: dict[str, str] = field(default_factory=dict)
-
-
-def read_order(folder: Path) -> list[str]:
-    """The file names of `folder/_order`, checked both ways against the `.sql` files present."""
-    order_file = folder / "_order"
-    listed = [
-        line.strip()
-        for line in order_file.read_text().splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
-    present = {p.name for p in folder.glob("*.sql")}
-    missing = [name for name in listed if name not in present]
-    orphans = sorted(present - set(listed))
-    if missing:
-        raise CatalogError(f"{order_file} names files that do not exist: {', '.join(missing)}")
-    if orphans:
-        raise CatalogError(
-            f"{folder} has SQL files that {order_file.name} does not list: {', '.join(orphans)}"
-        )
-    return listed
-
-
-def parse_view(path: Path) -> SqlView:
-    """Reads one view file: the first comment line is the grain, `--   column: meaning` lines the columns."""
-    sql = path.read_text()
-    match = _CREATE.search(sql)
-    if not match:
-        raise CatalogError(f"{path} does not create a view")
-    header = [line for line in sql.splitlines() if line.startswith("--")]
-    if not header:
-        raise CatalogError(f"{path} has no header comment saying what a row is")
-    grain = header[0].removeprefix("--").strip()
-    columns = {}
-    for line in header[1:]:
-        doc = _COLUMN_DOC.match(line)
-        if doc:
-            columns[doc.group(1)] = doc.group(2).strip()
-    return SqlView(name=match.group(1), path=path, sql=sql, grain=grain, columns=columns)
-
-
-def load_views(queries_dir: Path = QUERIES_DIR) -> list[SqlView]:
-    """Every view, in creation order: base views first, then the analytic views."""
-    views: list[SqlView] = []
-    for folder_name in VIEW_FOLDERS:
-        folder = queries_dir / folder_name
-        if folder.is_dir():
-            views.extend(parse_view(folder / name) for name in read_order(folder))
-    return views
-
-
-def load_tables(queries_dir: Path = QUERIES_DIR) -> list[SqlView]:
-    """The catalog's small tables (settings, tool registry), in creation order; same header rules as views."""
-    return [parse_view(queries_dir / TABLE_FOLDER / name) for name in read_order(queries_dir / TABLE_FOLDER)]
 
 
 @dataclass(frozen=True)
 class NamedQuery:
-    """A parameterised query an analyst or the dashboard runs by name: `turnlens query NAME --param k=v`."""
+    """A parameterised query an analyst or the dashboard runs by name: `turnlens query NAME --param k=v`.
+
+    `turn` names the query of `queries/turn/` a `NAME_of_turn` query runs over the turn it is given.
+    """
 
     name: str
     title: str
     sql: str
     params: dict[str, str] = field(default_factory=dict)
+    turn: str | None = None
 
 
 def load_named(queries_dir: Path = QUERIES_DIR) -> dict[str, NamedQuery]:
-    """Every file of `named/`: the first comment line is the title, `--   $param: meaning` its parameters."""
+    """Every named query: the files of `named/` (the first comment line is the title, `--   $param: meaning`
+    its parameters), and `NAME_of_turn` for every query of `queries/turn/`, taking a session and a turn."""
     named = {}
     for path in sorted((queries_dir / NAMED_FOLDER).glob("*.sql")):
         sql = path.read_text()
@@ -134,13 +85,23 @@ def load_named(queries_dir: Path = QUERIES_DIR) -> dict[str, NamedQuery]:
         if used != set(params):
             raise CatalogError(f"{path}: parameters used {sorted(used)} but documented {sorted(params)}")
         named[path.stem] = NamedQuery(path.stem, header[0].removeprefix("--").strip(), sql, params)
+    for query in turn_queries.load(queries_dir / "turn").values():
+        name = f"{query.name}_of_turn"
+        if name in named:
+            raise CatalogError(f"{name} is both a file of named/ and a query of turn/")
+        named[name] = NamedQuery(name, query.title, query.sql, dict(TURN_PARAMS), turn=query.name)
+    for old, new in NAMED_ALIASES.items():
+        named[old] = replace(named[new], name=old, title=f"the old name of {new}: {named[new].title}")
     return named
 
 
 def run_named(
     con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any], queries_dir: Path = QUERIES_DIR
 ) -> duckdb.DuckDBPyConnection:
-    """Runs a named query with its parameters bound; the caller fetches (fetchall, df, to_arrow_table)."""
+    """Runs a named query with its parameters bound; the caller fetches (fetchall, df, to_arrow_table).
+
+    A `NAME_of_turn` query first holds the turn on `con` (turn_queries.hold), then runs over it.
+    """
     queries = load_named(queries_dir)
     if name not in queries:
         raise CatalogError(f"no named query {name!r}; known: {', '.join(sorted(queries))}")
@@ -149,46 +110,11 @@ def run_named(
     unknown = sorted(set(params) - set(query.params))
     if missing or unknown:
         raise CatalogError(f"{name} takes {sorted(query.params)}; missing {missing}, unknown {unknown}")
+    if query.turn is not None:
+        held = turn_queries.load(queries_dir / "turn")[query.turn]
+        turn_queries.hold(con, [str(params["session"])], [str(params["turn"])], keys=held.needs_keys)
+        return execute_script(con, query.sql, {})
     return execute_script(con, query.sql, params)
-
-
-def execute_script(
-    con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, Any]
-) -> duckdb.DuckDBPyConnection:
-    """Runs SQL of one or more statements with its parameters bound; the last statement's result is returned.
-
-    DuckDB binds parameters in a single statement only: a query of several (a `set variable` first, as every
-    one-turn query holds its traces) runs them one by one, each with the parameters it names. A script that
-    met a store file deleted after it was listed runs again (`retrying`).
-    """
-    return retrying(lambda: _execute_statements(con, sql, params))
-
-
-def _execute_statements(
-    con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, Any]
-) -> duckdb.DuckDBPyConnection:
-    statements = split_statements(sql)
-    for statement in statements[:-1]:
-        con.execute(statement, _params_of(statement, params))
-        if _SETS_TURN_TRACES.match(statement):
-            # the segments holding those traces, so spans_in opens only them (base/spans.sql, turn_files_of)
-            con.execute(TURN_FILES_SQL)
-    result = con.execute(statements[-1], _params_of(statements[-1], params))
-    if _SETS_TURN_TRACES.match(statements[-1]):
-        con.execute(TURN_FILES_SQL)
-    return result
-
-
-def split_statements(sql: str) -> list[str]:
-    """The statements of a SQL script, comment lines dropped (a `;` ends a statement at the end of a line)."""
-    body = "\n".join(ln for ln in sql.splitlines() if not ln.lstrip().startswith("--"))
-    return [s for s in re.split(r";\s*(?:\n|$)", body) if s.strip()]
-
-
-def _params_of(statement: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters one statement names (`$name`)."""
-    used = set(re.findall(r"\$(\w+)", statement))
-    return {k: v for k, v in params.items() if k in used}
 
 
 def read_view(con: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyRelation:
@@ -250,11 +176,6 @@ def views_markdown(rows: list[tuple[str, str, str, str, str]]) -> str:
 def _cell(text: str) -> str:
     """Text that stays inside one Markdown table cell."""
     return " ".join(text.split()).replace("|", "\\|")
-
-
-def sql_string(text: str) -> str:
-    """A SQL string literal. DDL takes no bound parameters, so paths and comments are quoted here."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 def render(view: SqlView, segments_glob: str) -> str:
@@ -335,6 +256,7 @@ def _write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path) -> Pa
     try:
         con.execute("begin")  # one transaction: each COMMENT ON alone would be a commit of its own
         apply_tables(con, store_dir, queries_dir)
+        record_store(con, store_dir)
         views = load_views(queries_dir)
         apply_views(con, segments_glob, views)
         apply_snapshot(con, store_dir, segments_glob, views)
@@ -357,7 +279,8 @@ def update_derived(store_dir: Path, segments_glob: str, queries_dir: Path = QUER
     the reads of the derived state replaced (a whole catalogue binds every view again, seconds on a loaded
     machine), renamed into place as write_catalog does. Without a catalogue to copy, writes a whole one."""
     target = store_dir / CATALOG_FILE
-    if not target.exists():
+    if not target.exists() or written_for(store_dir) != store_dir.resolve():
+        # none to copy, or one of another folder (a copied or moved store): its views name that folder's files
         return write_catalog(store_dir, segments_glob, queries_dir)
     tmp = store_dir / f".{CATALOG_FILE}.{os.getpid()}.tmp"
     tmp.unlink(missing_ok=True)
@@ -430,12 +353,105 @@ def apply_snapshot(
                 comment_view(con, view)
 
 
+# --- the store a catalog belongs to ---------------------------------------------------------------------
+
+STORE_TABLE = "turnlens_store"
+
+
+def sql_fingerprint() -> str:
+    """A digest of the SQL a catalog is written from (the views and the derived state's reads): a catalog
+    written by another version of turnlens is told by a recorded digest that is not this one."""
+    digest = hashlib.sha256()
+    for folder in (*VIEW_FOLDERS, "derived"):
+        for path in sorted((QUERIES_DIR / folder).rglob("*.sql")):
+            digest.update(path.relative_to(QUERIES_DIR).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def record_store(con: duckdb.DuckDBPyConnection, store_dir: Path) -> None:
+    """Writes into the catalog the folder it was written for and the digest of the SQL it was written from:
+    its views name that folder's files by absolute path, so a copied or moved store is told by a recorded
+    folder that is not its own, and an upgrade by a digest that is not this turnlens's (`written_for`)."""
+    path = sql_string(str(store_dir.resolve()))
+    con.execute(
+        f"create or replace table {STORE_TABLE} as"
+        f" select {path} as store_dir, {sql_string(sql_fingerprint())} as sql_sha256"
+    )
+    con.execute(
+        f"comment on table {STORE_TABLE} is "
+        + sql_string(
+            "the store folder this catalog was written for (its views read that folder's files) and the"
+            " digest of the SQL it was written from"
+        )
+    )
+
+
+def written_for(store_dir: Path) -> tuple[Path | None, str | None]:
+    """The folder the store's catalog was written for and the digest of its SQL; None for either without a
+    catalog or for one that does not say (written by a turnlens before it recorded it)."""
+    try:
+        con = duckdb.connect(str(store_dir / CATALOG_FILE), read_only=True)
+    except duckdb.IOException:
+        return None, None
+    try:
+        if not _has_store_table(con):
+            return None, None
+        columns = {row[0] for row in con.execute(f"describe {STORE_TABLE}").fetchall()}
+        digest = "sql_sha256" if "sql_sha256" in columns else "null"
+        rows = con.execute(f"select store_dir, {digest} from {STORE_TABLE}").fetchall()
+    finally:
+        con.close()
+    if not rows:
+        return None, None
+    folder, sql = rows[0]
+    return (Path(folder) if folder else None), sql
+
+
+def _has_store_table(con: duckdb.DuckDBPyConnection) -> bool:
+    found = con.execute(
+        "select count(*) from duckdb_tables()"
+        " where table_name = $name and database_name = current_database()",
+        {"name": STORE_TABLE},
+    ).fetchone()
+    return bool(found and found[0])
+
+
+class MovedStore(CatalogError):
+    """The store's catalog was written for another folder and cannot be rewritten here."""
+
+
+def follow_move(store_dir: Path) -> None:
+    """Rewrites the store's catalog when it was written for another folder (the store was copied or moved):
+    its views would read the files of that folder, or of none; or from other SQL (turnlens was upgraded): its
+    views would lack what this version's queries call. Raises MovedStore when the catalog cannot be written
+    here (a read-only copy), saying what to run."""
+    recorded, sql = written_for(store_dir)
+    moved = recorded is not None and recorded != store_dir.resolve()
+    upgraded = sql is not None and sql != sql_fingerprint()
+    if not moved and not upgraded:
+        return
+    if recorded is None:
+        recorded = store_dir.resolve()
+    try:
+        write_catalog(store_dir, layout.segments_glob(store_dir))
+    except OSError as exc:
+        why = f"for {recorded} (the store was copied or moved)" if moved else "by another version of turnlens"
+        raise MovedStore(
+            f"the catalog of {store_dir} was written {why} and "
+            f"cannot be rewritten here ({exc.strerror or exc}); run "
+            f"`turnlens views --store {store_dir} --rebuild` as a user who can write the store"
+        ) from exc
+
+
 def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the store's catalog: every view, no lock on the writers.
 
-    Parquet footers are cached for the connection's life: segments are never modified once visible (new
-    files replace them), and one turn's queries otherwise re-read the footer of every segment per scan.
+    A catalog written for another folder (a copied or moved store) is rewritten first (follow_move), so the
+    views read this store's files. Parquet footers are cached for the connection's life: segments are never
+    modified once visible (new files replace them), and one turn's queries otherwise re-read the footer of
+    every segment per scan.
     """
+    follow_move(store_dir)
     con = duckdb.connect(str(store_dir / CATALOG_FILE), read_only=True)
     try:
         con.execute("set parquet_metadata_cache = true")
@@ -444,35 +460,6 @@ def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
         # instance's configuration (dashboard/data.py, harden) after this very setting was made on it
         pass
     return con
-
-
-# --- reading while files are replaced ---------------------------------------------------------------------
-
-READ_ATTEMPTS = 4  # a read that met a moved file is run again at most this many times in all
-# how DuckDB says a file was gone: when it opened a file it had listed, or when a listed path matched nothing
-_MOVED_FILE = ("No such file or directory", "No files found that match the pattern")
-
-
-def moved_file(exc: BaseException) -> bool:
-    """Whether a DuckDB error says a file it had listed was gone when it opened it (compaction, retention or a
-    snapshot replaced it): the read is worth running again, it will list the files anew."""
-    return isinstance(exc, duckdb.IOException) and any(phrase in str(exc) for phrase in _MOVED_FILE)
-
-
-def retrying(read: Callable[[], T], *, attempts: int = READ_ATTEMPTS) -> T:
-    """`read()`, run again (a few times, bounded) while it fails only because a store file moved under it.
-
-    A reader holding a lease (`reading`) never meets one; a reader without (the lease timed out, or the
-    catalogue it opened named a snapshot that has since been replaced) may, and a fresh listing succeeds.
-    """
-    for attempt in range(1, attempts + 1):
-        try:
-            return read()
-        except duckdb.IOException as exc:
-            if not moved_file(exc) or attempt == attempts:
-                raise
-            time.sleep(0.05 * attempt)
-    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 @contextmanager

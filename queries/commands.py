@@ -79,6 +79,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="keep running: a refresh every SECONDS after the last one ended (what the collector runs)",
     )
+    mat.add_argument(
+        "--fold",
+        action="store_true",
+        help="fold the deltas into the partitions' files now (a refresh folds them once they pile up)",
+    )
     mat.add_argument("--json", action="store_true", help="print what each run did as one JSON line")
     mat.add_argument("--quiet", action="store_true", help="print nothing on success")
     mat.add_argument("--grace", type=float, default=materialize.GRACE_S, metavar="SECONDS",
@@ -306,6 +311,7 @@ def _materialize_once(args: argparse.Namespace) -> int:
                 grace_s=args.grace,
                 engine=engine,
                 bucket_spans=args.bucket_spans,
+                deltas_max=0 if args.fold else materialize.DEFAULT_DELTAS_MAX,
             ),
         )
     except materialize.MaterializeBusy as exc:
@@ -323,7 +329,8 @@ def _materialize_once(args: argparse.Namespace) -> int:
     elif not args.quiet:
         print(
             f"{summary['mode']} {summary['generation']} in {summary['seconds']:.1f} s:"
-            f" {summary['partitions']} partitions, {len(summary.get('written_partitions', []))} rewritten,"
+            f" {summary['partitions']} partitions, {len(summary.get('written_partitions', []))} touched,"
+            f" {len(summary.get('folded_partitions', []))} folded,"
             f" {summary.get('touched_turns', 0)} turns recomputed, {summary['buckets']} bucket(s)",
             flush=True,
         )

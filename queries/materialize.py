@@ -14,11 +14,11 @@ is rewritten to read the files it names (derived/snapshot.sql).
 
 A refresh reads the copies received since the manifest's watermark, finds the turns they touch (through their
 traces, links and idempotency keys, derived/fresh.sql), recomputes those turns from the segments the trace ->
-segment index names, and writes new files for only the partitions holding those turns' previous rows or
-receiving
-their new ones (copy-on-write): a partition nothing touched keeps its file. Retention dropping a day of
-segments
-drops that day's partitions; the traces they held are recomputed from what remains of them. A full build (the
+segment index names, and writes their rows as a delta: one file per table for all their partitions, plus the
+list of the turns it replaces (readers see one version of each turn, derived/current.sql). When the deltas
+pile up (and before a roll-up, and after retention) they are folded: each partition they touched gets a new
+base file, every other partition keeps its file. Retention dropping a day of segments drops that day's
+partitions; the traces they held are recomputed from what remains of them. A full build (the
 first one, `--full`, or after the views' SQL or the tool registry changed) goes a bucket of partitions at a
 time,
 newest first, publishing each bucket as it is done, so readers see the recent turns first and how far the
@@ -34,6 +34,7 @@ import json
 import math
 import os
 import re
+import shutil
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
@@ -52,7 +53,7 @@ CURRENT_FILE = "current.json"
 MANIFESTS_DIR = "manifests"
 INDEX_DIR = "index"
 LOCK_FILE = ".lock"
-FORMAT = 2  # the manifest's layout; another format is rebuilt, not read
+FORMAT = 3  # the manifest's layout; another format is rebuilt, not read
 DERIVED_SQL = catalog.QUERIES_DIR / "derived"
 BUILD_SQL = DERIVED_SQL / "steps" / "materialize.sql"
 # the views the derived state holds; each has one row per turn or finer (session_id, turn_id)
@@ -68,6 +69,15 @@ VIEWS = (
 )
 IDENTITY = ("trace_turns", "trace_keys", "trace_links")
 TABLES = VIEWS + IDENTITY
+REPLACED = "replaced_turns"  # a delta's list of the turns it replaces (its rows of them may be none)
+# delta/<table>-v<N>.parquet: the rows of the turns refresh N recomputed, all partitions (one folder: the
+# refresh fsyncs one directory)
+DELTA_DIR = "delta"
+# a refresh folds the deltas into their partitions' base files once more than this many are named, or once
+# they replaced more turns than DELTA_TURNS_MAX (and always before a roll-up, and after retention dropped
+# segments)
+DEFAULT_DELTAS_MAX = 24
+DELTA_TURNS_MAX = 200_000
 # what each side table is looked up by (one turn's named queries): written sorted on it in small row groups
 IDENTITY_ORDER = {"trace_turns": "turn_id", "trace_keys": "idempotency_key", "trace_links": "trace_id"}
 LOOKUP_ROW_GROUP = 8192
@@ -98,17 +108,23 @@ HELD_RECOMPUTED = (
     "turnlens_fresh_events",
     *(f"turnlens_fresh_{view}" for view in VIEWS),
 )
-CATALOG_FILES = ("identity.sql", "snapshot.sql")  # the store's catalogue: VIEWS read the partitions
+# the store's catalogue: VIEWS read the partitions and the deltas
+CATALOG_FILES = ("identity.sql", "current.sql", "snapshot.sql")
 
 TIMINGS: dict[str, float] = defaultdict(float)  # seconds per step of the last materialize()
+# CPU seconds per step (every thread of the process, DuckDB's included): on a machine other work shares, what
+# a step costs, where TIMINGS also counts the time it waited for a core
+CPU_TIMINGS: dict[str, float] = defaultdict(float)
 _STEP = re.compile(r"^-- step: (\w+)$", re.MULTILINE)
 _PHASE = re.compile(r"^-- phase: (\w+)$", re.MULTILINE)
+_TEMP_VIEW = re.compile(r"create or replace temp view (\w+) as")
 
 
-# what computes a full build's buckets: given the run (its identity tables held), the fresh part's constants
-# and the buckets (partitions, slices) newest first, it writes each bucket's partition files (their folders
-# added to run.written_dirs) and yields the bucket when they are all written; the build publishes it then
-BucketEngine = Callable[["_Run", dict[str, str], list[tuple[list[str], int]]], Iterator[list[str]]]
+# what computes a full build's units: given the run, the fresh part's constants, the buckets newest first
+# (each with its unit numbers: one, or one per slice) and the shuffle folder holding each unit's files
+# (_shuffle), it writes each bucket's partition files (their folders added to run.written_dirs) and yields
+# the bucket when they are all written; the build publishes it then
+BucketEngine = Callable[["_Run", dict[str, str], list[tuple[list[str], range]], Path], Iterator[list[str]]]
 
 
 class MaterializeBusy(Exception):
@@ -133,6 +149,10 @@ class Manifest:
     template: int  # version of the zero-row file of each table
     partitions_total: int | None = None  # while a full build runs: the partitions it will write
     retiring: list[str] = field(default_factory=list)  # replaced files compaction has not yet taken
+    # the deltas written since the partitions' base files, oldest first: {"version": N, "parts": the
+    # partitions whose turns it replaced or wrote, "tables": the tables it holds rows of, "turns": the turns
+    # it replaced}
+    deltas: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -158,12 +178,45 @@ class Manifest:
         chosen = sorted(self.partitions) if parts is None else parts
         return [str(self.template_file(table))] + [str(self.partition_file(table, part)) for part in chosen]
 
+    def delta_file(self, table: str, version: int) -> Path:
+        return self.folder / DELTA_DIR / f"{table}-v{version}.parquet"
+
+    def delta_files(self, table: str) -> list[str]:
+        """The delta files holding rows of a table, oldest first (REPLACED: every delta's replaced turns)."""
+        return [
+            str(self.delta_file(table, delta["version"]))
+            for delta in self.deltas
+            if table == REPLACED or table in delta["tables"]
+        ]
+
+    def parts(self) -> set[str]:
+        """Every partition holding rows: those with a base file, and those only deltas wrote to so far."""
+        return set(self.partitions) | {part for delta in self.deltas for part in delta["parts"]}
+
+    def written_versions(self) -> dict[str, int]:
+        """Each partition with the version that last wrote rows of it: its base file's, or a newer delta's."""
+        versions = dict(self.partitions)
+        for delta in self.deltas:
+            versions |= dict.fromkeys(delta["parts"], delta["version"])
+        return versions
+
+    def current_values(self, table: str) -> dict[str, str]:
+        """The file lists of derived/current.sql for one table."""
+        template = str(self.template_file(table))
+        return {
+            "table": table,
+            "base_files": sql_list(self.table_files(table)),
+            "delta_files": sql_list([template, *self.delta_files(table)]),
+            "replaced_files": sql_list([str(self.template_file("trace_turns")), *self.delta_files(REPLACED)]),
+        }
+
     def chunk_files(self, kind: str) -> list[str]:
         return [str(self.folder / INDEX_DIR / f"{kind}-v{chunk}.parquet") for chunk in self.chunks]
 
     def files(self) -> set[str]:
         """Every file this version names."""
-        named = {name for table in TABLES for name in self.table_files(table)}
+        named = {name for table in TABLES for name in self.table_files(table) + self.delta_files(table)}
+        named |= set(self.delta_files(REPLACED))
         return named | set(self.chunk_files("traces")) | set(self.chunk_files("segments"))
 
     def to_json(self) -> dict[str, Any]:
@@ -237,20 +290,44 @@ def apply_snapshot_sql(con: duckdb.DuckDBPyConnection, segments_glob: str, manif
         "watermark": str(int(manifest.watermark)),
         "generation": catalog.sql_string(manifest.generation),
         "built": repr(float(manifest.built_unix)),
-        "partitions": str(len(manifest.partitions)),
+        "partitions": str(len(manifest.parts())),
         "partitions_total": "null" if manifest.partitions_total is None else str(manifest.partitions_total),
         "complete": "true" if manifest.complete else "false",
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
         "index_segments_files": sql_list(manifest.chunk_files("segments")),
-        **{f"{table}_files": sql_list(manifest.table_files(table)) for table in TABLES},
+        # the identity tables' files for the one-turn lookups: base files and deltas (a superset they filter)
+        **{
+            f"{table}_files": sql_list(manifest.table_files(table) + manifest.delta_files(table))
+            for table in IDENTITY
+        },
     }
     for name in CATALOG_FILES:
         if name not in listed:
             raise catalog.CatalogError(f"{DERIVED_SQL / '_order'} does not list {name}")
-        for statement in catalog.split_statements((DERIVED_SQL / name).read_text()):
-            for view in VIEWS if "{{view}}" in statement else ("",):
-                files = sql_list(manifest.table_files(view)) if view else ""
-                con.execute(fill(statement, values | {"view": view, "files": files}))
+        _apply_sql(con, name, values, manifest, VIEWS)  # the identity tables are read as files (above)
+
+
+def _apply_sql(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    values: Mapping[str, str],
+    manifest: Manifest,
+    tables: tuple[str, ...] = TABLES,
+    temp: bool = False,
+) -> None:
+    """Runs one file of derived/ on `con`: a statement naming {{table}} once per table (with its file lists),
+    one naming {{view}} once per view; `temp` makes its views temporary (the materialiser's connection)."""
+    for statement in catalog.split_statements((DERIVED_SQL / name).read_text()):
+        if temp:
+            statement = statement.replace("create or replace view", "create or replace temp view")
+        if "{{table}}" in statement:
+            for table in tables:
+                con.execute(fill(statement, {**values, **manifest.current_values(table)}))
+        elif "{{view}}" in statement:
+            for view in VIEWS:
+                con.execute(fill(statement, {**values, "view": view}))
+        else:
+            con.execute(fill(statement, {**values, **manifest.current_values("trace_turns")}))
 
 
 def apply_no_state(con: duckdb.DuckDBPyConnection) -> None:
@@ -294,31 +371,45 @@ class _Run:
         self, name: str, values: Mapping[str, str] | None = None, params: Mapping[str, Any] | None = None
     ) -> Any:
         """Runs one step's statements; returns the last one's cursor."""
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         result = None
         for statement in catalog.split_statements(fill(self.steps[name], values or {})):
             result = self.con.execute(statement, catalog._params_of(statement, params or {}))
         TIMINGS[name] += time.perf_counter() - started
+        CPU_TIMINGS[name] += time.process_time() - cpu
         return result
 
-    def fresh_phase(self, phase: str, values: Mapping[str, str]) -> None:
-        """Creates one phase of derived/fresh.sql's views."""
-        started = time.perf_counter()
+    def fresh_phase(self, phase: str, values: Mapping[str, str], held: tuple[str, ...] = ()) -> None:
+        """Creates one phase of derived/fresh.sql's views; those named in `held` are computed at once into
+        temporary tables instead, in the file's order (each binds once, and the next ones read it from
+        memory)."""
+        started, cpu = time.perf_counter(), time.process_time()
         body = _sections((DERIVED_SQL / "fresh.sql").read_text(), _PHASE)[phase]
+        if "input_files" in values and "input_copies" not in values:  # a refresh reads the segments
+            values = {**values, "input_copies": f"span_copies_in({values['input_files']})"}
         for statement in catalog.split_statements(fill(body, values)):
-            self.con.execute(statement)
+            view = _TEMP_VIEW.search(statement)
+            if view is not None and view[1] in held:
+                holding = time.perf_counter()
+                self.con.execute(statement.replace(view[0], f"create or replace temp table {view[1]} as", 1))
+                TIMINGS[f"hold {view[1]}"] += time.perf_counter() - holding
+                started += time.perf_counter() - holding
+            else:
+                self.con.execute(statement)
         TIMINGS[f"define {phase}"] += time.perf_counter() - started
+        CPU_TIMINGS[f"define {phase}"] += time.process_time() - cpu
 
     def hold(self, names: tuple[str, ...]) -> None:
         """Computes relations of the fresh part once each, in order, and reads them from memory afterwards."""
         for name in names:
             self.step("hold", {"name": name})
             TIMINGS[f"hold {name}"] += TIMINGS.pop("hold")
+            CPU_TIMINGS[f"hold {name}"] += CPU_TIMINGS.pop("hold")
 
     def copy(self, select: str, target: Path, order_by: str | None = None) -> None:
         """Writes a query's rows to one Parquet file (sorted, in small row groups, when `order_by` names the
         column a lookup filters on), fsynced; its directory is fsynced before the manifest names it."""
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         target.parent.mkdir(parents=True, exist_ok=True)
         query = select.rstrip().rstrip(";")
         if order_by:
@@ -330,6 +421,7 @@ class _Run:
         segments.fsync_file(target)
         self.written_dirs.add(target.parent)
         TIMINGS[f"write {target.parent.parent.name}"] += time.perf_counter() - started
+        CPU_TIMINGS[f"write {target.parent.parent.name}"] += time.process_time() - cpu
 
     def present_segments(self) -> list[str]:
         return [
@@ -371,6 +463,34 @@ class _Run:
             target = self.slice_file(target, slice_)
         self.copy(select, target, IDENTITY_ORDER.get(table))
 
+    def write_delta(self) -> list[str]:
+        """One file per table with the recomputed turns' rows, whatever their partitions (a table without
+        such rows gets none), and the list of the turns they replace; returns the tables written."""
+        tables = []
+        for table in TABLES:
+            select = fill(self.steps["delta_rows"], {"table": table}).rstrip().rstrip(";")
+            [(rows,)] = self.con.execute(f"select count(*) from ({select})").fetchall()
+            if rows:
+                target = self.folder / DELTA_DIR / f"{table}-v{self.version}.parquet"
+                self.copy(select, target, IDENTITY_ORDER.get(table))
+                tables.append(table)
+        self.copy(
+            self.steps["delta_replaced"],
+            self.folder / DELTA_DIR / f"{REPLACED}-v{self.version}.parquet",
+            "turn_id",
+        )
+        return tables
+
+    def write_fold(self, table: str, part: str, previous: Path | None) -> None:
+        """A partition's base file from its previous one and the rows in force of the deltas' turns."""
+        values = {"table": table, "part": catalog.sql_string(part)}
+        if previous is None:
+            select = fill(self.steps["fold_new_rows"], values)
+        else:
+            select = fill(self.steps["fold_rows"], values | {"previous": catalog.sql_string(str(previous))})
+        target = self.folder / table / f"p={part}" / f"v{self.version}.parquet"
+        self.copy(select, target, IDENTITY_ORDER.get(table))
+
     def count(self, files: list[str]) -> int:
         [(rows,)] = self.con.execute(fill(self.steps["count_rows"], {"files": sql_list(files)})).fetchall()
         return int(rows)
@@ -386,6 +506,8 @@ def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_li
     already; rebinding them all costs seconds), everything the run creates temporary."""
     if not (store_dir / catalog.CATALOG_FILE).exists():
         catalog.write_catalog(store_dir, segments_glob)
+    else:  # a catalogue of another folder or another turnlens lacks this run's macros or reads other files
+        catalog.follow_move(store_dir)
     con = duckdb.connect(str(store_dir / catalog.CATALOG_FILE), read_only=True)
     if threads:
         con.execute(f"set threads = {int(threads)}")  # SET binds no parameters
@@ -415,12 +537,14 @@ def materialize(
     memory_limit: str | None = None,
     now_ns: int | None = None,
     grace_s: float = GRACE_S,
+    deltas_max: int = DEFAULT_DELTAS_MAX,
     engine: BucketEngine | None = None,
 ) -> dict[str, Any]:
     """Brings the store's derived state up to now minus `margin_s` and rewrites the catalogue to read it.
 
     The run reads under a reader lease (no segment it listed is deleted under it); the files it replaces are
-    retired for deletion after `grace_s`, like a replaced segment.
+    retired for deletion after `grace_s`, like a replaced segment. A refresh writes the recomputed turns as a
+    delta and folds the deltas into the partitions' files once more than `deltas_max` are named (0: at once).
 
     A refresh when the current manifest is whole and written under the store's inputs, else a full build,
     whose buckets `engine` computes (local_buckets, on this connection, by default; queries/spark_engine.py's
@@ -428,8 +552,9 @@ def materialize(
     Returns what it did: mode (full / refresh), version, watermark, partitions written, rows, seconds.
     Raises MaterializeBusy when another process holds the store's derived-state lock.
     """
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     TIMINGS.clear()
+    CPU_TIMINGS.clear()
     watermark = (now_ns if now_ns is not None else time.time_ns()) - int(margin_s * 1e9)
     with _lock(store_dir), leases.reading(store_dir, long=True):
         found = read_manifest(store_dir)
@@ -440,7 +565,7 @@ def materialize(
         try:
             run = _Run(store_dir, segments_glob, con, watermark, version)
             if previous is not None and previous.complete and not full:
-                manifest, summary = _refresh(run, previous)
+                manifest, summary = _refresh(run, previous, deltas_max)
             else:
                 manifest, summary = _full_build(run, found, bucket_spans, engine or local_buckets)
         finally:
@@ -453,7 +578,9 @@ def materialize(
         "watermark_unix_nano": manifest.watermark,
         "partitions": len(manifest.partitions),
         "seconds": round(time.perf_counter() - started, 3),
+        "cpu_seconds": round(time.process_time() - cpu, 3),
         "step_seconds": {name: round(seconds, 3) for name, seconds in TIMINGS.items()},
+        "step_cpu_seconds": {name: round(seconds, 3) for name, seconds in CPU_TIMINGS.items()},
     }
     return summary
 
@@ -490,9 +617,15 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     for path in folder.glob("*/*/.v*.slice-*.parquet"):
         if int(path.name[2:].split(".", 1)[0]) > newest:
             path.unlink(missing_ok=True)
-    for path in [*folder.glob(f"{INDEX_DIR}/*-v*.parquet"), *folder.glob("*/empty-v*.parquet")]:
+    for path in [
+        *folder.glob(f"{INDEX_DIR}/*-v*.parquet"),
+        *folder.glob("*/empty-v*.parquet"),
+        *folder.glob(f"{DELTA_DIR}/*-v*.parquet"),
+    ]:
         if int(path.stem.rsplit("-v", 1)[1]) > newest:
             path.unlink(missing_ok=True)
+    for shuffle in folder.glob(".shuffle-v*"):  # a full build's per-unit inputs: only that build reads them
+        shutil.rmtree(shuffle, ignore_errors=True)
 
 
 def _remove_old_format(store_dir: Path, grace_s: float) -> None:
@@ -574,8 +707,9 @@ def _gone_segments(indexed_before: set[str], present: list[str]) -> list[str]:
     return sorted(file for file in indexed_before - set(present) if Path(file).parent not in folders)
 
 
-def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
-    """Folds the copies received since the previous watermark into the partitions they touch."""
+def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, dict[str, Any]]:
+    """Writes the rows of the turns the copies received since the previous watermark touch as a delta; folds
+    the deltas into their partitions when they pile up."""
     present = run.present_segments()
     indexed_before = _indexed(run, previous)
     chunks, newest_copy = _update_index(run, previous, present)
@@ -588,10 +722,12 @@ def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
         | {run.placeholder}
     )
     gone = _gone_segments(indexed_before, present)
+    started = time.perf_counter()
+    _apply_sql(run.con, "current.sql", {}, previous, IDENTITY, temp=True)
+    TIMINGS["define current"] += time.perf_counter() - started
     run.step(
         "previous_state",
         {
-            **{f"{table}_files": sql_list(previous.table_files(table)) for table in IDENTITY},
             "previous_index_traces_files": sql_list(previous.chunk_files("traces")),
             "gone_segments": sql_list(gone),
         },
@@ -604,43 +740,73 @@ def _refresh(run: _Run, previous: Manifest) -> tuple[Manifest, dict[str, Any]]:
         "cutoff": str(run.cutoff),
         "index_traces_files": sql_list(index.chunk_files("traces")),
     }
-    run.fresh_phase("touched", values)
-    run.hold(HELD_TOUCHED)
+    run.fresh_phase("touched", values, HELD_TOUCHED)
     input_files = [file for (file,) in run.step("input_files", values).fetchall()]
     unindexed = set(present) - set(newest_copy)
     values["input_files"] = sql_list(
         sorted((set(input_files) & set(present)) | unindexed | {run.placeholder})
     )
-    run.fresh_phase("recompute", values)
-    run.hold(HELD_RECOMPUTED)
+    run.fresh_phase("recompute", values, HELD_RECOMPUTED)
     touched = {part for (part,) in run.step("touched_parts").fetchall()}
-    partitions = dict(previous.partitions)
-    for part in sorted(touched):
-        for table in TABLES:
-            old = previous.partition_file(table, part) if part in partitions else None
-            run.write_partition(table, part, old)
-        partitions[part] = run.version
+    [(replaced,)] = run.con.execute("select count(*) from turnlens_replaced_turns").fetchall()
+    deltas = list(previous.deltas)
+    if touched:
+        tables = run.write_delta()
+        deltas.append({"version": run.version, "parts": sorted(touched), "tables": tables, "turns": replaced})
     manifest = replace(
         previous,
         version=run.version,
         watermark=run.watermark,
         built_unix=time.time(),
-        partitions=partitions,
         chunks=chunks,
+        deltas=deltas,
     )
-    manifest = _drop_empty(run, manifest, touched)
+    folded: list[str] = []
+    if manifest.deltas and (
+        len(manifest.deltas) > deltas_max
+        or sum(int(delta["turns"]) for delta in manifest.deltas) > DELTA_TURNS_MAX
+        or gone
+        or _roll_up_due(run, manifest)
+    ):
+        manifest, folded = _fold(run, manifest)
     manifest = _roll_up(run, manifest)
     publish(run, manifest)
-    [(replaced,)] = run.con.execute("select count(*) from turnlens_replaced_turns").fetchall()
     return manifest, {
         "mode": "refresh",
         "touched_turns": int(replaced),
         "written_partitions": sorted(touched),
-        "dropped_partitions": sorted(set(previous.partitions) - set(manifest.partitions)),
+        "folded_partitions": folded,
+        "deltas": len(manifest.deltas),
+        "dropped_partitions": sorted(previous.parts() - manifest.parts()),
         "gone_segments": len(gone),
         "input_segments": len(input_files),
         "buckets": 1,
     }
+
+
+def _fold(run: _Run, manifest: Manifest) -> tuple[Manifest, list[str]]:
+    """Folds every delta into the base files of the partitions the deltas touched, in this run's version:
+    each such partition is written again with its base rows of turns no delta replaced and the rows in force
+    of the deltas' turns that belong to it. The deltas leave the manifest; a partition left without turns is
+    dropped."""
+    started = time.perf_counter()
+    _apply_sql(run.con, "current.sql", {}, manifest, TABLES, temp=True)
+    TIMINGS["define current"] += time.perf_counter() - started
+    run.hold(("turnlens_superseded", *(f"turnlens_delta_{table}" for table in TABLES)))
+    parts = sorted({part for delta in manifest.deltas for part in delta["parts"]})
+    partitions = dict(manifest.partitions)
+    for part in parts:
+        for table in TABLES:
+            run.write_fold(table, part, manifest.partition_file(table, part) if part in partitions else None)
+        partitions[part] = run.version
+    folded = replace(manifest, partitions=partitions, deltas=[])
+    return _drop_empty(run, folded, set(parts)), parts
+
+
+def _roll_up_due(run: _Run, manifest: Manifest) -> bool:
+    """Whether a minute partition (with a base file or in a delta) belongs to an hour to roll up."""
+    cutoff = time.strftime("%Y%m%dT%H", time.gmtime(run.cutoff / 1e9))
+    return any(len(part) == len("YYYYMMDDTHHMM") and part[:11] < cutoff for part in manifest.parts())
 
 
 def _drop_empty(run: _Run, manifest: Manifest, parts: set[str]) -> Manifest:
@@ -685,11 +851,15 @@ def _roll_up(run: _Run, manifest: Manifest) -> Manifest:
 def _full_build(
     run: _Run, found: Manifest | None, bucket_spans: int, engine: BucketEngine
 ) -> tuple[Manifest, dict[str, Any]]:
-    """Every turn recomputed a bucket of partitions at a time, newest first, each bucket published when
-    done."""
+    """Every turn recomputed a unit at a time (a bucket of partitions, or a slice of a large one), newest
+    first, each bucket published when done.
+
+    The whole store is read twice, whatever its size: once for each trace's identity, keys and links (narrow
+    columns), and once to write each unit's input copies to the unit's own files (`_shuffle`). A unit's job
+    then reads only those files, so the build's time follows the store's size and its memory a unit's;
+    `engine` runs the units' jobs (local_buckets: one after another on this connection)."""
     present = run.present_segments()
     run.step("whole_store_identity")
-    run.step("whole_store_views")
     sizes: dict[str, int] = defaultdict(int)
     for part, spans in run.step("turn_sizes", params={"cutoff": run.cutoff}).fetchall():
         sizes[part] += int(spans)
@@ -715,54 +885,134 @@ def _full_build(
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
         "input_files": sql_list(sorted(set(present) | {run.placeholder})),
     }
-    run.step("bucket_seed", params={"parts": [], "cutoff": run.cutoff, "slices": 1, "slice": 0})
+    units = _units(buckets)
+    run.step(
+        "unit_turns",
+        params={
+            "cutoff": run.cutoff,
+            "parts": [part for part, _, _ in units],
+            "first_units": [first for _, first, _ in units],
+            "slices": [slices for _, _, slices in units],
+        },
+    )
+    run.step("bucket_seed", params={"unit": -1})
     run.fresh_phase("touched", values)
     run.step("seeded_fresh_traces")
     run.fresh_phase("recompute", values)
     for table in TABLES:
         run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
     publish(run, manifest)  # readers see an empty state that says a build is under way
-    for bucket in engine(run, values, buckets):
+    shuffle = _shuffle(run, sum(slices for _, slices in buckets), present)
+    jobs: list[tuple[list[str], range]] = []  # each bucket with the units that compute it
+    first = 0
+    for bucket, slices in buckets:
+        jobs.append((bucket, range(first, first + slices)))
+        first += slices
+    for bucket in engine(run, values, jobs, shuffle):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         publish(run, manifest)
+    _remove_tree(shuffle)
     manifest = replace(manifest, partitions_total=None, built_unix=time.time())
     publish(run, manifest)
-    return manifest, {"mode": "full", "buckets": len(buckets), "copies": sum(sizes.values())}
+    return manifest, {
+        "mode": "full",
+        "buckets": len(buckets),
+        "units": first,
+        "copies": sum(sizes.values()),
+    }
 
 
 def local_buckets(
-    run: _Run, values: dict[str, str], buckets: list[tuple[list[str], int]]
+    run: _Run, values: dict[str, str], units: list[tuple[list[str], range]], shuffle: Path
 ) -> Iterator[list[str]]:
-    """The full build's buckets computed one after another on the run's own connection; yields each bucket
+    """The full build's units computed one after another on the run's own connection; yields each bucket
     once its partitions' files are written (the build publishes it). The default BucketEngine."""
-    for bucket, slices in buckets:
-        for slice_ in range(slices):
-            write_bucket(run, values, bucket, slices, slice_)
-        if slices > 1:
-            _join_slices(run, bucket[0], slices)
+    for bucket, numbers in units:
+        for slice_, unit in enumerate(numbers):
+            write_unit(run, values, shuffle, bucket, len(numbers), slice_, unit)
+        if len(numbers) > 1:
+            _join_slices(run, bucket[0], len(numbers))
         yield bucket
 
 
-def write_bucket(run: _Run, values: dict[str, str], bucket: list[str], slices: int, slice_: int) -> None:
-    """Recomputes one bucket (one slice of it) and writes its partitions' files (slice files when sliced)."""
-    _compute_bucket(run, values, bucket, slices, slice_)
+def write_unit(
+    run: _Run, values: dict[str, str], shuffle: Path, bucket: list[str], slices: int, slice_: int, unit: int
+) -> None:
+    """Computes one unit (a bucket, or slice `slice_` of `slices` of a one-partition bucket) from its own
+    files and writes its partitions' files (slice files when sliced); its input copies go once it is done."""
+    _compute_bucket(run, values, shuffle, unit)
     for part in bucket:
         for table in TABLES:
             run.write_partition(table, part, None, slice_=slice_ if slices > 1 else None)
+    _remove_tree(shuffle / "copies" / f"unit={unit}")
 
 
-def _compute_bucket(run: _Run, values: dict[str, str], bucket: list[str], slices: int, slice_: int) -> None:
-    """Recomputes the turns of a bucket's partitions (one slice of them, by a hash of the turn) and holds
-    their rows for the partitions' files."""
-    params = {"parts": bucket, "cutoff": run.cutoff, "slices": slices, "slice": slice_}
-    run.step("bucket_seed", params=params)
-    run.fresh_phase("touched", values)
-    run.step("seeded_fresh_traces")
-    run.hold(("turnlens_touched_traces", "turnlens_touched_turn_ids", "turnlens_fresh_input"))
-    files = [file for (file,) in run.step("input_files", values).fetchall()]
-    run.fresh_phase("recompute", values | {"input_files": sql_list(sorted(set(files) | {run.placeholder}))})
+def _units(buckets: list[tuple[list[str], int]]) -> list[tuple[str, int, int]]:
+    """Each partition with the first unit that computes it and how many units (slices) do: a bucket is one
+    unit for all its partitions, a partition larger than a bucket one unit per slice."""
+    units: list[tuple[str, int, int]] = []
+    first = 0
+    for bucket, slices in buckets:
+        units += [(part, first, slices) for part in bucket]
+        first += slices
+    return units
+
+
+def _shuffle(run: _Run, units: int, present: list[str]) -> Path:
+    """Writes each unit's input — every stored copy of the traces its turns need (their own, those sharing
+    an idempotency key with them, those they link to) — to the unit's own files, in one pass over the store,
+    and the unit's turns beside them. Returns the folder: `copies/unit=<n>/` and `turns/unit=<n>/`.
+
+    This is the seam between the whole store and the per-unit jobs: a unit's job (`_compute_bucket`) reads
+    these files and nothing else, so the same job can run on another engine given the same files."""
+    shuffle = run.folder / f".shuffle-v{run.version}"
+    _remove_tree(shuffle)
+    shuffle.mkdir(parents=True)
+    for unit in range(units):
+        run.step("bucket_seed", params={"unit": unit})
+        run.step("seeded_fresh_traces")
+        run.step("unit_inputs", params={"unit": unit})
+    if units:
+        run.con.execute("set partitioned_write_flush_threshold = 65536")  # a unit's rows are not all held
+        run.step(
+            "shuffle",
+            {
+                "files": sql_list(sorted(set(present) | {run.placeholder})),
+                "copies_dir": catalog.sql_string(str(shuffle / "copies")),
+                "turns_dir": catalog.sql_string(str(shuffle / "turns")),
+            },
+        )
+        run.con.execute("reset partitioned_write_flush_threshold")
+    files = sql_list(sorted(set(present) | {run.placeholder}))
+    for unit in range(units):  # a slice its hash gave no turn (a few large turns) reads zero-row files
+        for kind, select in (
+            ("copies", f"select * from span_copies_in({files}) limit 0"),
+            ("turns", "select session_id, turn_id from turnlens_unit_turns limit 0"),
+        ):
+            folder = shuffle / kind / f"unit={unit}"
+            if not folder.exists():  # not run.copy: nothing publishes these files
+                folder.mkdir(parents=True)
+                target = catalog.sql_string(str(folder / "empty.parquet"))
+                run.con.execute(f"copy ({select}) to {target} (format parquet)")
+    return shuffle
+
+
+def _compute_bucket(run: _Run, values: dict[str, str], shuffle: Path, unit: int) -> None:
+    """Recomputes the turns of one unit from its own files (`_shuffle`) and holds their rows for the
+    partitions' files: a function of those files and of the roll-up cutoff alone."""
+    copies = sql_list([str(shuffle / "copies" / f"unit={unit}" / "*.parquet")])
+    turns = sql_list([str(shuffle / "turns" / f"unit={unit}" / "*.parquet")])
+    run.step("unit_job", {"copies_files": copies, "turns_files": turns})
+    run.fresh_phase(
+        "recompute", values | {"input_copies": f"read_parquet({copies}, hive_partitioning = false)"}
+    )
     run.step("bucket_replaced_turns")
     run.hold(tuple(name for name in HELD_RECOMPUTED if name != "turnlens_replaced_turns"))
+
+
+def _remove_tree(folder: Path) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)
 
 
 def _join_slices(run: _Run, part: str, slices: int) -> None:

@@ -1,13 +1,14 @@
 """A full build of the derived state on Apache Spark: `turnlens materialize --engine spark --master URL`.
 
-The driver (this process) does what a full build does before its buckets (materialize._full_build): the
+The driver (this process) does what a full build does before its units (materialize._full_build): the
 whole-store identity of every trace, the buckets of partitions newest first, the index chunk, the zero-row
-files and the first manifest. It then stages the identity tables as Parquet under `derived/.stage-v<N>/` and
-hands each bucket (each slice of a bucket larger than `bucket_spans`) to Spark as one task. A task runs on an
-executor: it opens the store's catalogue read-only with DuckDB and runs the very statements a local build runs
-(materialize.write_bucket: derived/fresh.sql and derived/steps/materialize.sql) over the bucket's input
-segments, writing the bucket's partition files. As buckets finish the driver publishes them, newest first as
-far as they complete in that order, so readers see what is done exactly as during a local build.
+files, the first manifest, and the shuffle, which writes each unit's input copies and turns to
+`derived/.shuffle-v<N>/copies/unit=<n>/` and `turns/unit=<n>/`. It then hands each unit (a bucket, or a slice
+of a bucket larger than `bucket_spans`) to Spark as one task. A task runs on an executor: it opens the store's
+catalogue read-only with DuckDB and runs the very statements a local build runs (materialize.write_unit:
+derived/fresh.sql and derived/steps/materialize.sql) over its unit's files and nothing else, writing the
+bucket's partition files (a slice's files when sliced). As buckets finish the driver joins their slices and
+publishes them, so readers see what is done exactly as during a local build.
 
 Why DuckDB inside Spark tasks rather than the views transpiled to Spark SQL: the views are DuckDB table macros
 called on relations named by string (`query_table`), with list lambdas, `getvariable` settings and
@@ -24,7 +25,6 @@ from __future__ import annotations
 import os
 import re
 import resource
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -34,8 +34,6 @@ from typing import Any
 
 from turnlens.queries import catalog, materialize
 
-STAGE_PREFIX = ".stage-v"  # derived/.stage-v<N>/: the identity tables a build's tasks read
-STAGED = ("trace_turns", "trace_keys", "trace_links")
 DEFAULT_MASTER = "local[*]"
 
 
@@ -80,18 +78,19 @@ class SparkBuckets:
         }
 
     def __call__(
-        self, run: materialize._Run, values: dict[str, str], buckets: list[tuple[list[str], int]]
+        self,
+        run: materialize._Run,
+        values: dict[str, str],
+        units: list[tuple[list[str], range]],
+        shuffle: Path,
     ) -> Iterator[list[str]]:
         self.tasks = []
         started = time.perf_counter()
         session, started_here = _session(self.master, self.task_threads)
         self.session_start_s = time.perf_counter() - started
-        stage = run.folder / f"{STAGE_PREFIX}{run.version}"
         try:
-            staged = _stage_identity(run, stage)
-            yield from self._run_tasks(session, run, values, buckets, staged)
+            yield from self._run_tasks(session, run, values, units, shuffle)
         finally:
-            shutil.rmtree(stage, ignore_errors=True)
             if started_here:
                 session.stop()
 
@@ -100,8 +99,8 @@ class SparkBuckets:
         session: Any,
         run: materialize._Run,
         values: dict[str, str],
-        buckets: list[tuple[list[str], int]],
-        staged: dict[str, str],
+        units: list[tuple[list[str], range]],
+        shuffle: Path,
     ) -> Iterator[list[str]]:
         context = session.sparkContext
         specs = [
@@ -111,17 +110,19 @@ class SparkBuckets:
                 "watermark": run.watermark,
                 "version": run.version,
                 "values": values,
-                "staged": staged,
+                "shuffle": str(shuffle),
                 "bucket": bucket,
-                "slices": slices,
+                "slices": len(numbers),
                 "slice": slice_,
+                "unit": unit,
                 "threads": self.task_threads,
                 "memory_limit": self.memory_limit,
                 "index": index,
             }
-            for index, (bucket, slices) in enumerate(buckets)
-            for slice_ in range(slices)
+            for index, (bucket, numbers) in enumerate(units)
+            for slice_, unit in enumerate(numbers)
         ]
+        buckets = [(bucket, len(numbers)) for bucket, numbers in units]
         left = {index: slices for index, (_, slices) in enumerate(buckets)}
         # one Spark job per task, submitted newest first: the scheduler runs as many at once as it has cores,
         # and the driver publishes each bucket as soon as its last slice is written
@@ -200,8 +201,9 @@ _RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): ")
 
 
 def run_task(spec: dict[str, Any]) -> dict[str, Any]:
-    """One bucket (one slice of it) on an executor: the local build's statements on a DuckDB connection of
-    the task's own, reading the staged identity; writes the bucket's partition files. Returns what it did."""
+    """One unit (a bucket, or one slice of it) on an executor: the local build's statements on a DuckDB
+    connection of the task's own, reading the unit's files in the shuffle folder only; writes the bucket's
+    partition files (a slice's files when sliced). Returns what it did."""
     started = time.perf_counter()
     store = Path(spec["store"])
     materialize.TIMINGS.clear()
@@ -211,9 +213,10 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
         spill.mkdir(parents=True, exist_ok=True)
         con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")  # tasks of one host apart
         run = materialize._Run(store, spec["segments_glob"], con, spec["watermark"], spec["version"])
-        run.step("staged_identity", {name: catalog.sql_string(path) for name, path in spec["staged"].items()})
-        run.step("whole_store_views")
-        materialize.write_bucket(run, spec["values"], spec["bucket"], spec["slices"], spec["slice"])
+        shuffle = Path(spec["shuffle"])
+        materialize.write_unit(
+            run, spec["values"], shuffle, spec["bucket"], spec["slices"], spec["slice"], spec["unit"]
+        )
         written = sorted(str(folder) for folder in run.written_dirs)
     finally:
         con.close()
@@ -230,22 +233,6 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
         # figure covers every task it ran
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
-
-
-def _stage_identity(run: materialize._Run, stage: Path) -> dict[str, str]:
-    """Writes the build's whole-store identity tables where every task reads them."""
-    for old in run.folder.glob(f"{STAGE_PREFIX}*"):
-        shutil.rmtree(old, ignore_errors=True)  # a build that died left it; the lock says none runs
-    stage.mkdir(parents=True)
-    staged = {}
-    for name in STAGED:
-        target = stage / f"{name}.parquet"
-        run.con.execute(
-            f"copy (select * from turnlens_all_{name}) to {catalog.sql_string(str(target))}"
-            " (format parquet, compression zstd)"
-        )
-        staged[name] = str(target)
-    return staged
 
 
 def _session(master: str, task_threads: int) -> tuple[Any, bool]:

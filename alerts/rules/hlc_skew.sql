@@ -3,6 +3,7 @@
 -- severity: warning
 -- labels: priority=P2
 -- for: 2m
+-- keep_firing_for: 30m
 -- summary: Node {node} ({service_name}): HLC skew {value} ms, tolerance {tolerance_ms} ms
 -- description: Over the last five minutes the HLCs stamped by {node} ran up to {value} ms from its wall
 --     clock (tolerance {tolerance_ms} ms; above {anomaly_ms} ms is an anomaly: {anomaly}). A node whose
@@ -11,6 +12,8 @@
 -- runbook: 1. Check the node's time synchronisation (chronyc tracking / timedatectl) against its peers.
 --     2. `turnlens query --store DIR "select * from node_skew where node = '{node}' order by minute desc limit 10"`.
 --     3. Expect CausalInversion findings on turns this node took part in until its clock is fixed.
+--     Skew only shows in the minutes the node stamps events, so the alert fires on for 30 minutes after
+--     the last one (keep_firing_for) instead of resolving and paging again each time the node is used.
 select
     s.node,
     any_value(s.service_name) as service_name,

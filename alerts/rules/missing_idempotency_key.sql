@@ -1,13 +1,15 @@
--- One row per missing_idempotency_key finding that became true in the hour before the evaluation (divergences).
+-- One alert per tool with missing_idempotency_key findings that became true in the hour before the evaluation, with their count and the worst three (divergences).
 -- name: MissingIdempotencyKey
 -- severity: info
 -- labels: priority=P3
 -- for: 0s
--- summary: Turn {turn_id}: side-effecting {tool_call_id} committed without an idempotency key
+-- group_by: kind, tool_name
+-- summary: {count} side-effecting {tool_name} call(s) committed without an idempotency key (worst: turn {turn_id})
+-- example: Turn {turn_id}: side-effecting {tool_call_id} committed without an idempotency key
 -- description: A retry of this call cannot be de-duplicated by the third party.
---     Evidence: {evidence}
+--     The worst: {evidence}
 -- runbook: Generate the key at prepare time (tool name + parsed args + user + per-turn nonce) and send it with the call.
---     Export the turn for the review: `turnlens export --store DIR --session {session_id} --turn {turn_id} --format html --out incident.html`.
+--     Export the worst turn for the review: `turnlens export --store DIR --session {session_id} --turn {turn_id} --format html --out incident.html`.
 --     Resolves by itself an hour after the finding (the finding stays in divergences).
 select
     d.kind,
@@ -15,10 +17,12 @@ select
     d.turn_id,
     d.tool_call_id,
     d.idempotency_key,
+    coalesce(s.tool_name, 'unknown') as tool_name,
     d.severity as finding_severity,
     d.evidence as annotation_evidence
 from divergences as d
+left join side_effects as s using (session_id, turn_id, tool_call_id)
 where d.kind = 'missing_idempotency_key'
   and d.detected_hlc <= $at_hlc
   and d.detected_hlc > $at_hlc - (3600 * 1000::bigint << 16)
-order by d.detected_hlc
+order by case d.severity when 'critical' then 0 when 'high' then 1 when 'medium' then 2 else 3 end, d.detected_hlc desc  -- the worst first: the examples

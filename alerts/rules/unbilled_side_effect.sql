@@ -1,13 +1,15 @@
--- One row per unbilled_side_effect finding that became true in the hour before the evaluation (divergences).
+-- One alert per tool with unbilled_side_effect findings that became true in the hour before the evaluation, with their count and the worst three (divergences).
 -- name: UnbilledSideEffect
 -- severity: warning
 -- labels: priority=P3
 -- for: 0s
--- summary: Turn {turn_id}: billable {tool_call_id} committed and was never charged
+-- group_by: kind, tool_name
+-- summary: {count} billable {tool_name} call(s) committed and never charged (worst: turn {turn_id})
+-- example: Turn {turn_id}: billable {tool_call_id} committed and was never charged
 -- description: A billable call committed, was not compensated, and no side-effect charge names it.
---     Evidence: {evidence}
+--     The worst: {evidence}
 -- runbook: Check the billing pipeline for the call; charge it by hand if the product must.
---     Export the turn for the review: `turnlens export --store DIR --session {session_id} --turn {turn_id} --format html --out incident.html`.
+--     Export the worst turn for the review: `turnlens export --store DIR --session {session_id} --turn {turn_id} --format html --out incident.html`.
 --     Resolves by itself an hour after the finding (the finding stays in divergences).
 select
     d.kind,
@@ -15,10 +17,12 @@ select
     d.turn_id,
     d.tool_call_id,
     d.idempotency_key,
+    coalesce(s.tool_name, 'unknown') as tool_name,
     d.severity as finding_severity,
     d.evidence as annotation_evidence
 from divergences as d
+left join side_effects as s using (session_id, turn_id, tool_call_id)
 where d.kind = 'unbilled_side_effect'
   and d.detected_hlc <= $at_hlc
   and d.detected_hlc > $at_hlc - (3600 * 1000::bigint << 16)
-order by d.detected_hlc
+order by case d.severity when 'critical' then 0 when 'high' then 1 when 'medium' then 2 else 3 end, d.detected_hlc desc  -- the worst first: the examples

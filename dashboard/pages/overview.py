@@ -18,6 +18,7 @@ with left:
 window = common.time_window(range_key)
 with right:
     st.caption(f"Showing {common.describe_window(window)}.")
+    common.as_of_caption()
     common.snapshot_caption()
 from_ms, to_ms = window
 
@@ -142,15 +143,16 @@ if not len(firing):
     st.success(
         "Nothing firing."
         + (
-            f" Rules last evaluated {state.evaluated_at}."
+            f" Rules last evaluated at {state.evaluated_at}."
             if state.evaluated_at
             else " `turnlens alerts run` has not evaluated this store yet."
         ),
         icon=":material/check_circle:",
     )
 else:
+    st.caption(f"Rules last evaluated at {state.evaluated_at}; one row per alert, `count` the rows behind it")
     st.dataframe(
-        firing[["state", "severity", "alert", "summary", "labels", "active since"]],
+        firing[["state", "severity", "alert", "count", "summary", "labels", "active since"]],
         hide_index=True,
         width="stretch",
     )

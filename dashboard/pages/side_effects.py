@@ -9,7 +9,9 @@ from turnlens.kernel import findings
 
 ROW_LIMIT = 5000
 LEDGER_KINDS = list(findings.SIDE_EFFECT_KINDS)  # the finding kinds that are about one side effect
-# What an SRE reads first, the phases of each call in the order they happen; "All columns" adds the rest.
+# What an SRE reads first, the phases of each call in the order they happen; "All columns" adds the rest
+# (session and turn among them: `open` opens the turn). The widths add up to the table's 980 px at a 1440 px
+# wide window with the sidebar open, so every leading column shows without scrolling sideways.
 LEADING_COLUMNS = [
     "open",
     "tool_name",
@@ -22,18 +24,17 @@ LEADING_COLUMNS = [
     "first_ack_hlc",
     "charged_hlc",
     "receipt_hlc",
-    "session_id",
-    "turn_id",
 ]
+PHASE_WIDTH = 86  # "09:36:47.810": an HLC's time of day to the millisecond
 NARROW = {
-    "open": common.turn_link_column(),
-    "tool_name": st.column_config.TextColumn("tool", width="small"),
-    "tier": st.column_config.TextColumn("tier", width="small"),
-    "status": st.column_config.TextColumn("status", width=80),
-    "finding_kinds": st.column_config.TextColumn("findings", width="medium"),
+    "open": st.column_config.LinkColumn("open", display_text="open ↗", help="Open this turn", width=56),
+    "tool_name": st.column_config.TextColumn("tool", width=94),
+    "tier": st.column_config.TextColumn("tier", width=98),
+    "status": st.column_config.TextColumn("status", width=76),
+    "finding_kinds": st.column_config.TextColumn("findings", width=138),
     **{
         f"{phase}_hlc": st.column_config.TextColumn(
-            phase.replace("_", " "), width=95, help=f"HLC of {phase}"
+            phase.replace("_", " "), width=PHASE_WIDTH, help=f"HLC of {phase}"
         )
         for phase in ("dispatched", "committed", "compensated", "first_ack", "charged", "receipt")
     },
@@ -83,14 +84,23 @@ for tile, (label, kind) in zip(
     tile.metric(label, int(counts.get(kind, 0)), border=True)
 
 table = common.with_turn_links(ledger)
-for column in [c for c in table if c.endswith("_hlc")]:  # the time of day: the caption gives the day
-    table[column] = table[column].map(lambda hlc: "" if pd.isna(hlc) else common.format_hlc(hlc)[11:])
+
+
+def _time_of_day(hlc: float | None) -> str:
+    """`09:36:47.810`: the HLC's physical time of day; the caption gives the day, the turn's page the HLC."""
+    if hlc is None or pd.isna(hlc):
+        return ""
+    return common.format_hlc(hlc)[11:23]  # 2026-01-01T09:36:47.810Z+3 → 09:36:47.810
+
+
+for column in [c for c in table if c.endswith("_hlc")]:
+    table[column] = table[column].map(_time_of_day)
 table["finding_kinds"] = table["finding_kinds"].map(lambda kinds: ", ".join(kinds))
 days = sorted({common.format_ms(ns / 1e6)[:10] for ns in ledger["started_ns"].dropna()})
 head, toggle = st.columns([4, 1], vertical_alignment="bottom")
 head.caption(
-    f"Phase times are HLC times of day (UTC, +logical counter) on {', '.join(days[:3])}"
-    f"{' …' if len(days) > 3 else ''} · newest call first."
+    f"Phase times are HLC times of day to the millisecond (UTC) on {', '.join(days[:3])}"
+    f"{' …' if len(days) > 3 else ''}; a turn's page (open) gives each HLC in full · newest call first."
 )
 with toggle:
     everything = filters.toggle("All columns", param="all_columns")

@@ -3,7 +3,7 @@ select
     make_timestamp(((detected_hlc >> 16) // $bucket_ms * $bucket_ms) * 1000) as bucket,
     kind,
     count(*) as findings
-from divergences
+from findings
 where ($from_ms is null or detected_hlc >> 16 >= $from_ms)
   and ($to_ms is null or detected_hlc >> 16 <= $to_ms)
 group by all

@@ -7,7 +7,7 @@ with matching as (
       and ($session = '' or t.session_id ilike '%' || $session || '%')
       and (len($statuses) = 0 or list_contains($statuses, t.status))
       and (len($kinds) = 0 or exists (
-            select 1 from divergences as d
+            select 1 from findings as d
             where d.session_id = t.session_id and d.turn_id = t.turn_id and list_contains($kinds, d.kind)))
       and ((len($tools) = 0 and len($tiers) = 0) or exists (
             select 1 from side_effects as e
@@ -31,7 +31,7 @@ found as (
         d.turn_id,
         list(distinct d.kind order by d.kind) as finding_kinds,
         string_agg(d.evidence, ' · ' order by d.kind) as evidence
-    from divergences as d
+    from findings as d
     semi join matching as m using (session_id, turn_id)
     group by all
 )

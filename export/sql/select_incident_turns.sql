@@ -4,12 +4,18 @@
 --   turn_id: the turn.
 --   first_ns: its earliest span start, Unix nanoseconds.
 --   last_ns: its latest span end (or start, for spans that never ended).
+-- A named turn is looked for in its own traces only (turn_traces_of, held in the session variable turnlens_turn_traces
+-- with the segments that can hold them in turnlens_turn_files, as queries/turn/hold.sql does); else every trace.
+set variable turnlens_turn_traces = case when $turn::varchar is not null then turn_traces_of([$turn::varchar]) end;
+
+set variable turnlens_turn_files = turn_files_of(getvariable('turnlens_turn_traces'));
+
 select
     session_id,
     turn_id,
     min(wall_ns) as first_ns,
     max(coalesce(end_time_unix_nano, wall_ns)) as last_ns
-from spans_in(getvariable('turnlens_turn_traces'))  -- the named turn's traces (set_incident_traces), else all
+from spans_in(getvariable('turnlens_turn_traces'))
 where ($session::varchar is null or session_id = $session::varchar)
   and ($turn::varchar is null or turn_id = $turn::varchar)
 group by session_id, turn_id

@@ -56,7 +56,7 @@ from read_parquet(files, hive_partitioning = true, union_by_name = true, filenam
 -- turn_files_of(traces): {traces, files}: the segments that can hold those traces, for spans_in to open instead of
 -- every segment. Without a snapshot nothing says where a trace is: null, and spans_in reads every segment. With one
 -- (derived/snapshot.sql) the snapshot's trace -> segment index answers, plus every segment it has not indexed.
--- catalog.execute_script holds it in the variable turnlens_turn_files whenever a script sets turnlens_turn_traces.
+-- queries/turn/hold.sql holds it in the variable turnlens_turn_files beside turnlens_turn_traces.
 create or replace macro turn_files_of(traces) as null::struct(traces varchar[], files varchar[]);
 
 -- turn_traces_of(turns): the traces a list of turns (turn ids) is made of, found from narrow columns without building
@@ -299,7 +299,7 @@ left join run_turns as r using (trace_id, span_id)
 left join linked_identity as l using (trace_id);
 
 -- spans_in(traces): the same rows, for the traces of a list only (null: every trace). A constant list reaches the
--- Parquet scan as a filter, so one turn's views (named/turn_timeline_of.sql) read its traces, not the store.
+-- Parquet scan as a filter, so one turn's queries (queries/turn/) read its traces, not the store.
 -- The list must hold the traces its links name too, or their identity cannot be inherited.
 create or replace macro spans_in(traces) as table
 with listed as materialized (  -- a few traces: read from the segments once, then four times from memory

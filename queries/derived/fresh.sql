@@ -3,10 +3,12 @@
 -- own connection, in two phases, with its inputs named as constants (so the same job can run anywhere that reads the
 -- same Parquet): {{watermark}} the received_unix_nano the previous state covers, {{new_copy_files}} the segments that
 -- can hold copies received after it, {{new_segments}} the segments written since the previous run (not merges),
--- {{input_files}} the segments that can hold the input traces, {{cutoff}} the start (Unix ns) of the newest hour
--- already rolled up into an hour partition. Before phase 1 the materialiser names
--- the previous state as turnlens_prev_trace_turns, turnlens_prev_trace_keys, turnlens_prev_trace_links (its
--- identity side tables) and turnlens_dropped_traces (traces that had copies in segments retention removed).
+-- {{input_files}} the segments that can hold the input traces, {{input_copies}} the relation of stored copies the
+-- recomputation reads (a refresh: span_copies_in({{input_files}}); a full build: the unit's own files, which hold
+-- only its input traces), {{cutoff}} the start (Unix ns) of the newest hour already rolled up into an hour
+-- partition. Before phase 1 the materialiser names the previous state as turnlens_prev_trace_turns,
+-- turnlens_prev_trace_keys, turnlens_prev_trace_links (its identity side tables) and turnlens_dropped_traces
+-- (traces that had copies in segments retention removed).
 --
 -- A derived row stays true until a copy received after the watermark changes one of its inputs, and the inputs of
 -- a turn's rows are: the spans of its traces, the identity of the traces they link to, and the spans of other traces
@@ -92,7 +94,7 @@ select linked_trace_id from turnlens_trace_links semi join keyed using (trace_id
 -- phase: recompute
 -- every stored copy of the input traces, from the segments the trace -> segment index names for them
 create or replace temp view turnlens_fresh_stored as
-select * from span_copies_in({{input_files}}) semi join turnlens_fresh_input using (trace_id);
+select * from {{input_copies}} semi join turnlens_fresh_input using (trace_id);
 
 create or replace temp view turnlens_fresh_spans as
 select * from spans_resolved('turnlens_fresh_stored');
@@ -140,8 +142,10 @@ select * from cancel_acks_of('turnlens_fresh_events');
 create or replace temp view turnlens_fresh_layer_verdicts as
 select * from layer_verdicts_of('turnlens_fresh_events');
 
+-- untiered_tool is one finding per tool and UTC day of the whole store, which a partition cannot tell: partitions hold
+-- no such row, and the catalogue's read finds them from every partition's side_effects (snapshot.sql)
 create or replace temp view turnlens_fresh_divergences as
-select * from divergences_of('turnlens_fresh_events');
+select * from divergences_of('turnlens_fresh_events') where kind <> 'untiered_tool';
 
 create or replace temp view turnlens_fresh_turn_usage as
 select * from turn_usage_of('turnlens_fresh_events', 'turnlens_fresh_cancel_acks');

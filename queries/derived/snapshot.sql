@@ -1,8 +1,8 @@
 -- The catalogue as a store with derived state shows it: the per-turn views read the partitions the manifest names
 -- (DIR/derived/current.json, written by queries/materialize.py, `turnlens materialize`, which the collector runs every
--- few seconds), not the detectors. Created after base/ and views/, replacing the plain definitions of the derived
--- views. Each {{files}} below is the list of the live Parquet files of one table, one per partition plus a zero-row
--- file that gives the columns. Their rows cover every span received up to turnlens_snapshot.watermark_at; the
+-- few seconds), not the detectors. Created after base/ and views/ and current.sql, replacing the plain definitions of
+-- the derived views: each reads the rows in force of its table (current.sql: the partitions' base files and the
+-- deltas written since). Their rows cover every span received up to turnlens_snapshot.watermark_at; the
 -- plain, live form of each view stays callable as its macro: divergences_of('turn_events'), ...
 
 create or replace view turnlens_snapshot as
@@ -17,63 +17,38 @@ select
 
 -- once for each derived view ({{view}})
 create or replace view {{view}} as
-select * from read_parquet({{files}}, hive_partitioning = false);
+select * from turnlens_current_{{view}};
 
--- untiered_tool is one finding per tool and UTC day of the whole store (views/divergences.sql), but a partition
--- only sees its own turns: each holds the first untiered call of the day among them. The read keeps the day's
--- first of those, and `turns` counts only the kept ones, so both read as the live views do.
+-- untiered_tool is one finding per tool and UTC day of the whole store (views/divergences.sql), which a partition
+-- cannot tell: partitions hold no such row (derived/fresh.sql), and these reads find them from the calls every
+-- partition's side_effects holds, the same aggregation as the live view's; `turns` counts them on their turns.
 create or replace view divergences as
-with stored as (
-    select * from read_parquet({{divergences_files}}, hive_partitioning = false)
-),
-
-untiered as (
-    select
-        *,
-        regexp_extract(evidence, '^(.*) has no tier', 1) as untiered_tool,
-        epoch_ms(detected_hlc >> 16)::date as untiered_day
-    from stored
-    where kind = 'untiered_tool'
-),
-
-first_of_day as (
-    select untiered_tool, untiered_day, min(detected_hlc) as first_hlc
-    from untiered
-    group by untiered_tool, untiered_day
-)
-
-select * from stored where kind <> 'untiered_tool'
+select * from turnlens_current_divergences
 union all by name
-select distinct u.* exclude (untiered_tool, untiered_day)
-from untiered as u
-join first_of_day as f
-    on u.untiered_tool = f.untiered_tool and u.untiered_day = f.untiered_day and u.detected_hlc = f.first_hlc;
+select
+    kind,
+    severity,
+    session_id,
+    turn_id,
+    tool_call_id::varchar as tool_call_id,
+    idempotency_key::varchar as idempotency_key,
+    detected_hlc,
+    epoch_ms(detected_hlc >> 16) as detected_at,
+    evidence
+from untiered_tool_of('side_effects');
 
 create or replace view turns as
-with stored_untiered as (
-    select session_id, turn_id, detected_hlc
-    from read_parquet({{divergences_files}}, hive_partitioning = false)
-    where kind = 'untiered_tool'
-),
-
-dropped as (  -- a partition's untiered_tool finding that is not the day's first
-    select session_id, turn_id, count(*) as findings
-    from stored_untiered as s
-    where not exists (
-        select 1 from divergences as d
-        where d.kind = 'untiered_tool'
-          and d.session_id = s.session_id and d.turn_id = s.turn_id and d.detected_hlc = s.detected_hlc
-    )
-    group by session_id, turn_id
-)
-
-select t.* replace (t.findings - coalesce(x.findings, 0) as findings)
-from read_parquet({{turns_files}}, hive_partitioning = false) as t
-left join dropped as x using (session_id, turn_id);
+select t.* replace (t.findings + coalesce(u.findings, 0) as findings)
+from turnlens_current_turns as t
+left join (
+    select session_id, turn_id, count(*) as findings from untiered_tool_of('side_effects') group by all
+) as u using (session_id, turn_id);
 
 -- turn_traces_of(turns) and key_traces_of(traces), as base/spans.sql defines them, found from the derived side
--- tables (files of a few columns, sorted) plus the copies received after the watermark, instead of a scan of the
--- whole store: one turn's named queries (its timeline, its findings) stay live and read only its traces.
+-- tables (files of a few columns, sorted; the lists name the base files and the deltas, rows a
+-- later delta replaced included, a superset the live queries filter) plus the copies received after the watermark,
+-- instead of a scan of the whole store: one turn's named queries (its timeline, its findings) stay live and read only
+-- its traces.
 create or replace macro turn_traces_of(turns) as (
     with new_copies as (
         select trace_id, span_turn_id, links from span_copies() where received_unix_nano > {{watermark}}

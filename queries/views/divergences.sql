@@ -14,6 +14,32 @@
 -- causal_inversion is one finding per turn: two events whose wall clocks contradict their HLC order by more than
 -- causal_inversion_tolerance_ms, or a cancel.requested and a tool.dispatched / tool.committed / third_party.ack
 -- contradicting it by more than clock_resolution_ms (medium: the wall clocks would give the opposite verdict).
+-- untiered_tool_of(calls): the untiered_tool findings over a relation with side_effects' columns, named by string:
+-- one per tool and UTC day, on the day's first call (a fleet calls a tool thousands of times; the remedy is one
+-- registry entry); a framework's own control tools, called to steer its loop, are no side effect to tier.
+-- divergences_of passes the calls of its rows; the derived state's read of divergences (derived/snapshot.sql)
+-- passes every stored side_effects row, so the day's first call is found across partitions.
+create or replace macro untiered_tool_of(calls) as table
+select
+    'untiered_tool' as kind,
+    'low' as severity,
+    arg_min(session_id, detected_hlc) as session_id,
+    arg_min(turn_id, detected_hlc) as turn_id,
+    arg_min(tool_call_id, detected_hlc) as tool_call_id,
+    arg_min(idempotency_key, detected_hlc) as idempotency_key,
+    min(detected_hlc) as detected_hlc,
+    format('{} has no tier in its spans nor in the tool registry, so turnlens cannot tell whether it changes '
+        || 'anything outside (this is its first call of the day; tool_audit counts them all). Add it to '
+        || 'tool_registry.toml with its tier (read_only, button_reversible, soft_irreversible or '
+        || 'hard_irreversible).',
+        coalesce(tool_name, 'An unnamed tool')) as evidence
+from (
+    select *, coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc, failed_hlc) as detected_hlc
+    from query_table(calls)
+    where tier is null and coalesce(tool_name, '') not in ('final_answer', 'final_result')
+)
+group by tool_name, epoch_ms(detected_hlc >> 16)::date;
+
 -- divergences_of(rows): the same findings over any relation with turn_events' columns, named by string (turn_events
 -- for the view). A detector matching idempotency keys across turns sees only the rows given: a named query for one
 -- turn passes the events of the turn's traces and of the traces sharing its keys (key_traces_of).
@@ -51,10 +77,6 @@ turn_receipts as (  -- receipts that name no call cover every call of their turn
     from events
     where step = 'transcript.receipt' and tool_call_id is null and idempotency_key is null
     group by turn_id
-),
-
-framework_control_tools(tool_name) as (  -- tools a framework calls to steer its own loop, not to act
-    values ('final_answer'), ('final_result')
 ),
 
 cancelled_but_committed as (
@@ -149,27 +171,8 @@ eager_side_effect as (
         )
 ),
 
-untiered_tool as (  -- one finding per tool and UTC day, on the day's first call (a fleet calls a tool thousands of
-    -- times; the remedy is one registry entry); a framework's own control tools are no side effect to tier
-    select
-        'untiered_tool' as kind,
-        'low' as severity,
-        arg_min(session_id, detected_hlc) as session_id,
-        arg_min(turn_id, detected_hlc) as turn_id,
-        arg_min(tool_call_id, detected_hlc) as tool_call_id,
-        arg_min(idempotency_key, detected_hlc) as idempotency_key,
-        min(detected_hlc) as detected_hlc,
-        format('{} has no tier in its spans nor in the tool registry, so turnlens cannot tell whether it changes '
-            || 'anything outside (this is its first call of the day; tool_audit counts them all). Add it to '
-            || 'tool_registry.toml with its tier (read_only, button_reversible, soft_irreversible or '
-            || 'hard_irreversible).',
-            coalesce(tool_name, 'An unnamed tool')) as evidence
-    from (
-        select *, coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc, failed_hlc) as detected_hlc
-        from calls
-        where tier is null and coalesce(tool_name, '') not in (select tool_name from framework_control_tools)
-    )
-    group by tool_name, epoch_ms(detected_hlc >> 16)::date
+untiered_tool as (
+    select * from untiered_tool_of('calls')
 ),
 
 missing_idempotency_key as (

@@ -58,6 +58,17 @@ def test_a_wrong_expectation_fails(turnlens, tmp_path: Path) -> None:
     )
 
 
+def test_a_wrong_count_of_a_grouped_alert_fails(turnlens, tmp_path: Path) -> None:
+    wrong = (alerting.ALERTS_DIR / "tests" / "cancelled_but_committed.test.toml").read_text()
+    wrong = wrong.replace('rule = "../', f'rule = "{alerting.ALERTS_DIR}/')
+    wrong = wrong.replace('count = "2"', 'count = "3"')
+    path = tmp_path / "wrong.test.toml"
+    path.write_text(wrong)
+    code, out, _ = turnlens("alerts", "test", path)
+    assert code == 1
+    assert "expected: {'count': '3'}" in out and "got:      {'count': '2'}" in out
+
+
 def test_malformed_rules_are_refused(tmp_path: Path) -> None:
     good = (alerting.ALERTS_DIR / "duplicate_commit.sql").read_text()
     cases = {

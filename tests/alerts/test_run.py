@@ -350,3 +350,21 @@ def test_a_rule_returning_one_label_set_twice_is_an_error(turnlens, store: Path,
         "alerts", "run", "--store", twice, "--rules", rules, "--at", at(timedelta(seconds=5))
     )
     assert code == 3 and "same labels" in err
+
+
+def test_a_still_firing_alert_is_told_again_after_the_repeat_interval_only(
+    turnlens, store: Path, tmp_path: Path, receiver
+) -> None:
+    rules = rules_dir(tmp_path)
+    notify = ["--notify", f"webhook:{receiver.url}/hook", "--notify", "stdout", "--repeat-interval", "1m"]
+    told = []
+    for t in (timedelta(seconds=30), timedelta(minutes=2, seconds=30), timedelta(minutes=3),
+              timedelta(minutes=3, seconds=30), timedelta(minutes=4), timedelta(minutes=6)):  # fmt: skip
+        code, out, _ = turnlens("alerts", "run", "--store", store, "--rules", rules, "--at", at(t), *notify)
+        told.append([r["status"] for r in lines(out)])
+    # fired at 2m30; 30 s later nobody is told; a minute later it is told again; then it resolves
+    assert told == [[], ["firing"], [], ["firing"], [], ["resolved"]]
+    hooks = receiver.bodies("/hook")
+    assert [h["status"] for h in hooks] == ["firing", "firing", "resolved"]
+    assert hooks[1]["alerts"][0]["startsAt"] == hooks[0]["alerts"][0]["startsAt"]  # the same alert again
+    assert [h["status"] for h in alerting.load_history(store)] == ["firing", "resolved"]  # no repeat there

@@ -113,7 +113,8 @@ def run_maintainer(args: argparse.Namespace) -> int:
             except compaction.CompactionBusy:
                 pass
         started = time.monotonic()
-        materialize.materialize(store, segments_glob(store), margin_s=0, grace_s=0, threads=1)
+        # deltas folded at once: every run replaces partition files (and deltas) under the readers
+        materialize.materialize(store, segments_glob(store), margin_s=0, grace_s=0, threads=1, deltas_max=0)
         snapshots += 1
         deleted += compaction.sweep(store)
         print(f"deleted {deleted} snapshots {snapshots} ({time.monotonic() - started:.1f} s)", flush=True)

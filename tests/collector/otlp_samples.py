@@ -19,38 +19,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+from turnlens.sample_data.otlp_values import any_value as any_value  # the tests build values with these
+from turnlens.sample_data.otlp_values import kv as kv
+from turnlens.sample_data.otlp_values import to_otlp_json as to_otlp_json
 
 REPO = Path(__file__).resolve().parents[2]
 TURNLENS = [sys.executable, "-m", "turnlens.cli"]
 
 
 # --- requests -----------------------------------------------------------------------------------
-
-
-def kv(key: str, value: Any) -> KeyValue:
-    """A KeyValue of any AnyValue kind: str, bool, int, float, bytes, list, dict, None."""
-    return KeyValue(key=key, value=any_value(value))
-
-
-def any_value(value: Any) -> AnyValue:
-    if value is None:
-        return AnyValue()
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, bytes):
-        return AnyValue(bytes_value=value)
-    if isinstance(value, list):
-        return AnyValue(array_value=ArrayValue(values=[any_value(v) for v in value]))
-    if isinstance(value, dict):
-        return AnyValue(kvlist_value=KeyValueList(values=[kv(k, v) for k, v in value.items()]))
-    return AnyValue(string_value=str(value))
 
 
 # Every kind of attribute value, and the JSON each must become.
@@ -149,25 +127,6 @@ def span_ids(request: ExportTraceServiceRequest) -> set[str]:
         for scope_spans in resource_spans.scope_spans
         for span in scope_spans.spans
     }
-
-
-_ID_KEYS = {"traceId", "spanId", "parentSpanId"}
-
-
-def to_otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
-    """OTLP/JSON of a request: protobuf's JSON mapping with hex ids and integer enums."""
-
-    def fix(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {
-                key: base64.b64decode(value).hex() if key in _ID_KEYS else fix(value)
-                for key, value in node.items()
-            }
-        if isinstance(node, list):
-            return [fix(item) for item in node]
-        return node
-
-    return fix(MessageToDict(request, use_integers_for_enums=True))
 
 
 # The OTLP specification's own example (opentelemetry-proto, examples/trace.json): upper-case hex

@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-import ctypes
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from dashboard_server import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, running_dashboard
 from turnlens.dashboard import data
 from turnlens.queries import catalog
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # url path and query → text the page must show once its data is loaded ({session}/{turn}: an incident turn).
 PAGES = {
     "overview": ("", "", "Cancel → ack P95"),  # the root opens the Overview
@@ -41,19 +25,6 @@ PAGES = {
     "alerts": ("alerts", "", "Rules"),
     "sql_console": ("sql", "?sql=select+kind+from+divergences", "rows in"),
 }
-
-
-def _die_with_parent() -> None:
-    """The server gets SIGTERM if pytest itself is killed (a timeout), instead of outliving it."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -72,44 +43,16 @@ def incident_turn(sample_store: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def dashboard_url(sample_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
-    turnlens = Path(sys.executable).with_name("turnlens")
-    log = open(tmp_path_factory.mktemp("dashboard-log") / "dashboard.log", "w+")  # noqa: SIM115 - closed below
-    process = subprocess.Popen(
-        [str(turnlens), "dashboard", "--store", str(sample_store), "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ},
-        preexec_fn=_die_with_parent,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 45
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as response:
-                    if response.read() == b"ok":
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail(f"turnlens dashboard did not come up:\n{log.read()}")
-            time.sleep(0.3)
+    with running_dashboard(
+        sample_store, tmp_path_factory.mktemp("dashboard-log") / "dashboard.log", timeout_s=45
+    ) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is not installed: `make browser` installs it (make test does)")
+        pytest.fail(NO_CHROMIUM)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -323,9 +266,13 @@ def test_every_table_shows_its_key_columns_at_1440_px(dashboard_url: str, page: 
     _open(page, f"{dashboard_url}/turns", "Matching turns")
     assert {"session", "turn", "status", "finding kinds", "tools", "evidence"} <= set(_headers(page))
     _open(page, f"{dashboard_url}/side_effects", "Ghost commits")
-    assert {"tool", "tier", "status", "findings", "dispatched", "committed", "compensated"} <= set(
-        _headers(page)
+    phases = ["dispatched", "committed", "compensated", "first ack", "charged", "receipt"]
+    assert {"tool", "tier", "status", "findings", *phases} <= set(_headers(page))
+    scroll = page.evaluate(  # the whole ledger table fits: nothing left to scroll to sideways
+        """() => { const e = document.querySelector('[data-testid="stDataFrame"] .dvn-scroller');
+                   return [e.scrollWidth, e.clientWidth]; }"""
     )
+    assert scroll[0] <= scroll[1], f"the side effects table is {scroll[0]} px wide in {scroll[1]} px"
     _open(page, f"{dashboard_url}/tools", "untiered")
     tools = int(
         page.locator('[data-testid="stMetric"]').filter(has_text="Tools").first.inner_text().split()[-1]

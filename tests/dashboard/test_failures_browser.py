@@ -3,19 +3,14 @@ shows its data again once the store is repaired and the button pressed."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dashboard_server import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, running_dashboard
 from turnlens.collector.store import Store
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog
-
-from .test_browser import CHROMIUM, CHROMIUM_ARGS, _die_with_parent, _free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -31,37 +26,8 @@ def broken_store(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def dashboard(broken_store: Path, tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
-    log = open(tmp_path / "dashboard.log", "w+")  # noqa: SIM115 - closed below
-    turnlens = Path(sys.executable).with_name("turnlens")
-    process = subprocess.Popen(
-        [str(turnlens), "dashboard", "--store", str(broken_store), "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        preexec_fn=_die_with_parent,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as response:
-                    if response.read() == b"ok":
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail(f"turnlens dashboard did not come up:\n{log.read()}")
-            time.sleep(0.3)
+    with running_dashboard(broken_store, tmp_path / "dashboard.log") as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 @pytest.mark.parametrize("path", ["", "turns"])
@@ -69,7 +35,7 @@ def test_a_failing_page_says_so_in_a_sentence_and_retries(
     dashboard: str, broken_store: Path, path: str
 ) -> None:
     if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is not installed: `make browser` installs it (make test does)")
+        pytest.fail(NO_CHROMIUM)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

@@ -9,9 +9,6 @@ import logfire
 import scenario_harness as harness
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from pydantic_ai import Agent
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers.openai import OpenAIProvider
 
 
 def keep_session_id(match: logfire.ScrubMatch) -> object:
@@ -33,27 +30,11 @@ def main() -> None:
         ],
     )
     logfire.instrument_pydantic_ai()
-    provider = OpenAIProvider(base_url=endpoints.openai, api_key="sk-test")
-    agent = Agent(OpenAIChatModel("mock-model", provider=provider), name="assistant")
-
-    @agent.tool_plain
-    def get_weather(city: str) -> str:
-        """The weather in a city."""
-        return f"sunny in {city}"
-
-    @agent.tool_plain
-    def send_email(to: str, body: str) -> str:
-        """Sends an e-mail."""
-        return f"sent to {to}"
+    agent = harness.pydantic_agent(endpoints)
 
     async def ask(session: str, prompt: str) -> object:
         with logfire.set_baggage(session_id=session), logfire.span("user asked {prompt}", prompt=prompt):
-            if prompt == harness.LONG:
-                async with agent.run_stream(prompt) as result:
-                    async for _ in result.stream_text(delta=True):
-                        pass
-                return None
-            return (await agent.run(prompt)).output
+            return await harness.ask_pydantic_agent(agent, prompt)
 
     asyncio.run(harness.run_sessions(ask))
     logfire.shutdown()

@@ -13,17 +13,7 @@ import scenario_harness as harness
 from openai import AsyncOpenAI
 from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": name.replace("_", " "),
-            "parameters": {"type": "object", "properties": {}},
-        },
-    }
-    for name in ("get_weather", "send_email")
-]
+TOOLS = harness.OPENAI_TOOLS
 
 
 def main() -> None:

@@ -13,17 +13,7 @@ from traceloop.sdk import Traceloop
 from traceloop.sdk.decorators import tool, workflow
 from traceloop.sdk.instruments import Instruments
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": name.replace("_", " "),
-            "parameters": {"type": "object", "properties": {}},
-        },
-    }
-    for name in ("get_weather", "send_email")
-]
+TOOLS = harness.OPENAI_TOOLS
 
 
 @tool(name="get_weather")

@@ -17,6 +17,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -62,6 +63,53 @@ def wait_for_port(url: str, timeout_s: float = 90.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+# The two tools as the OpenAI chat API declares them (the scenarios that call the SDK themselves).
+OPENAI_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": name.replace("_", " "),
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+    for name in ("get_weather", "send_email")
+]
+
+
+def pydantic_agent(endpoints: Endpoints) -> Any:
+    """A pydantic-ai agent on the mock OpenAI server with the two tools (the pydantic-ai and Logfire
+    scenarios; imported here only when one of them runs)."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    provider = OpenAIProvider(base_url=endpoints.openai, api_key="sk-test")
+    agent = Agent(OpenAIChatModel("mock-model", provider=provider), name="assistant")
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    @agent.tool_plain
+    def send_email(to: str, body: str) -> str:
+        """Sends an e-mail."""
+        return f"sent to {to}"
+
+    return agent
+
+
+async def ask_pydantic_agent(agent: Any, prompt: str) -> object:
+    """One turn of a pydantic-ai agent: LONG streamed (so it can be cancelled half-way), the others run."""
+    if prompt == LONG:
+        async with agent.run_stream(prompt) as result:
+            async for _ in result.stream_text(delta=True):
+                pass
+        return None
+    return (await agent.run(prompt)).output
 
 
 def tracer_provider(endpoints: Endpoints, service: str) -> TracerProvider:

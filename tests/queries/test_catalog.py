@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import duckdb
 import pytest
 from turnlens.kernel import contract as c
 from turnlens.queries import catalog, registry, settings
 
 PUBLIC_VIEWS = (
-    "turns turn_timeline layer_verdicts side_effects divergences cancel_acks slo_cancel_to_ack node_skew "
-    "budget_breaches partial_store_rate turn_usage tool_registry tool_audit"
+    "turns turn_timeline layer_verdicts side_effects divergences findings cancel_acks slo_cancel_to_ack "
+    "node_skew budget_breaches partial_store_rate turn_usage tool_registry tool_audit"
 ).split()
 
 
@@ -120,8 +122,13 @@ def test_named_queries_document_their_parameters(kit: SimpleNamespace) -> None:
     con = kit.store(kit.turn(cancel_at=1000, dispatch_at=None, acked=()))
     timeline = catalog.run_named(con, "turn_timeline_of", {"session": "s1", "turn": "turn1"}).fetchall()
     assert len(timeline) > 10
-    found = catalog.run_named(con, "findings_of_turn", {"session": "s1", "turn": "turn1"}).fetchall()
-    assert [f[0] for f in found] == ["cancel_not_propagated"]
+    found = catalog.run_named(con, "findings_of_turn", {"session": "s1", "turn": "turn1"})
+    kind = [d[0] for d in found.description].index("kind")
+    assert [f[kind] for f in found.fetchall()] == ["cancel_not_propagated"]
+    # the old name of the timeline query still answers, the same rows
+    assert (
+        catalog.run_named(con, "timeline_of_turn", {"session": "s1", "turn": "turn1"}).fetchall() == timeline
+    )
     with pytest.raises(catalog.CatalogError, match="missing \\['turn'\\]"):
         catalog.run_named(con, "turn_timeline_of", {"session": "s1"})
 
@@ -138,3 +145,39 @@ def test_the_catalog_is_replaced_while_a_reader_holds_the_old_one(
     assert con.execute("select count(*) from turns").fetchone() == before
     with catalog.connect(store.parent) as fresh:
         assert fresh.execute("select count(*) from turns").fetchone() == before
+
+
+def test_a_copied_store_reads_its_own_files_once_the_original_is_gone(
+    kit: SimpleNamespace, tmp_path: Path
+) -> None:
+    """The catalog names its store's files by absolute path; a copy (or a move) must not go on reading the
+    folder it came from, nor fail once that folder is gone: the first reader rewrites it for the copy."""
+    original = kit.store(kit.turn(cancel_at=1000, dispatch_at=None, acked=()))
+    spans = original.execute("select count(*) from spans").fetchone()
+    original.close()
+    source, copy = tmp_path / "store0", tmp_path / "elsewhere" / "store"
+    shutil.copytree(source, copy)
+    shutil.rmtree(source)
+    assert catalog.written_for(copy)[0] == source.resolve()
+    with catalog.reading(copy) as con:
+        assert con.execute("select count(*) from spans").fetchone() == spans
+        found = con.execute("select kind from divergences").fetchall()
+    assert found == [("cancel_not_propagated",)]
+    assert catalog.written_for(copy)[0] == copy.resolve()
+
+
+def test_a_catalog_written_by_another_turnlens_is_rewritten_on_first_open(
+    kit: SimpleNamespace, tmp_path: Path
+) -> None:
+    """An upgrade brings views and macros the old catalogue lacks (the materialiser calls them too): the first
+    reader rewrites a catalogue whose recorded SQL digest is not this version's."""
+    store = kit.store(kit.turn(cancel_at=1000, dispatch_at=None, acked=()))
+    store.close()
+    folder = tmp_path / "store0"
+    with duckdb.connect(str(folder / catalog.CATALOG_FILE)) as old:  # as an older turnlens left it
+        old.execute("drop view findings")
+        old.execute("update turnlens_store set sql_sha256 = 'written-by-an-older-turnlens'")
+    assert catalog.written_for(folder)[1] == "written-by-an-older-turnlens"
+    with catalog.reading(folder) as con:
+        assert con.execute("select kind from findings").fetchall() == [("cancel_not_propagated",)]
+    assert catalog.written_for(folder)[1] == catalog.sql_fingerprint()

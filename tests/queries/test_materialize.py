@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from turnlens.kernel.layout import segments_glob
-from turnlens.queries import catalog, materialize
+from turnlens.queries import catalog, materialize, turn_queries
 
 from turnlens.cli import main
 
@@ -88,6 +88,7 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     first = materialize.materialize(store, segments_glob(store), margin_s=0, bucket_spans=2_000)
     assert first["mode"] == "full"
     assert snapshot_rows(store) == plain_rows(store)
+    assert not list((store / "derived").glob(".shuffle-v*")), "each unit's input files are removed once used"
 
     time.sleep(0.01)
     ingest(store, fleet[1::2], tmp_path / "second.jsonl")
@@ -108,9 +109,7 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
         assert one_turn_rows(con, turns) == one_turn_rows(plain, turns)
         # and it opens only the segments that can hold the turn: those the index names, and the unindexed ones
         session, turn = turns[0]
-        catalog.execute_script(
-            con, "set variable turnlens_turn_traces = turn_traces_of([$turn])", {"turn": turn}
-        )
+        turn_queries.hold(con, [session], [turn], keys=False)
         [(opened,)] = con.execute("select getvariable('turnlens_turn_files').files").fetchall()
         [(holding,)] = con.execute(
             "select list(distinct filename) from span_copies()"
@@ -206,9 +205,14 @@ def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_re
         == 1
     )
 
-    # the same spans re-sent: every partition is rewritten, the replaced files wait in compaction's schedule
+    # the same spans re-sent: a delta names every turn, no partition file is replaced yet
     assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
-    materialize.materialize(store, segments_glob(store), margin_s=0)
+    resent = materialize.materialize(store, segments_glob(store), margin_s=0)
+    assert resent["deltas"] == 1 and resent["folded_partitions"] == []
+    assert materialize.current_snapshot(store).partitions == manifest.partitions  # type: ignore[union-attr]
+    # once folded, every partition is rewritten, the replaced files wait in compaction's schedule
+    folded = materialize.materialize(store, segments_glob(store), margin_s=0, deltas_max=0)
+    assert folded["deltas"] == 0 and folded["folded_partitions"] == sorted(manifest.partitions)
     pending = json.loads((store / "segments" / "_maintenance.json").read_text())["entries"]
     scheduled = {str((store / "segments" / name).resolve()) for entry in pending for name in entry["sources"]}
     replaced = {str(Path(name).resolve()) for name in named if "/p=" in name}

@@ -86,9 +86,10 @@ class StagedStore:
         return materialize.materialize(self.dir, self.glob, margin_s=0, now_ns=_ns(at_ms) + 1, **options)
 
     def partitions(self) -> dict[str, int]:
+        """Each partition with the version that last wrote rows of it (its base file, or a delta)."""
         manifest = materialize.current_snapshot(self.dir)
         assert manifest is not None
-        return dict(manifest.partitions)
+        return manifest.written_versions()
 
     def assert_equal_to_live(self) -> dict[str, list[tuple]]:
         derived = snapshot_rows(self.dir)
@@ -347,3 +348,62 @@ def test_a_copy_stamped_before_the_watermark_but_stored_after_it_is_not_missed(
     assert refreshed["touched_turns"] == 1
     derived = staged.assert_equal_to_live()
     assert {turn for _, turn, *_ in derived["turns"]} == {"first", "slow"}
+
+
+def test_a_turn_updated_by_three_refreshes_reads_once_and_folds_into_its_partition(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    steady = contract_turn(turn="steady", key="k-steady", trace="tsd", session="s-sd")
+    growing = shifted(contract_turn(turn="growing", key="k-grow", trace="tg", session="s-g"), 5 * MINUTE_MS)
+    layers = ("tool", "third_party", "billing")
+    later = {layer: [row for row in growing if row["layer"] == layer] for layer in layers}
+    first = [row for row in growing if row["layer"] not in later]
+    staged.send(steady + first, at_ms=6 * MINUTE_MS)
+    assert staged.refresh(6 * MINUTE_MS + 1000)["mode"] == "full"
+    base = materialize.current_snapshot(staged.dir)
+    assert base is not None and len(base.partitions) == 2 and base.deltas == []
+
+    # three refreshes, each with more of the growing turn: each writes a delta, no partition file is rewritten
+    kinds = []
+    for step, layer in enumerate(later, start=1):
+        staged.send(later[layer], at_ms=6 * MINUTE_MS + step * 2000)
+        refreshed = staged.refresh(6 * MINUTE_MS + step * 2000 + 1000)
+        assert refreshed["mode"] == "refresh" and refreshed["touched_turns"] == 1
+        assert refreshed["folded_partitions"] == [] and refreshed["deltas"] == step
+        derived = staged.assert_equal_to_live()
+        assert [turn for _, turn, *_ in derived["turns"]].count("growing") == 1, "one version of the turn"
+        kinds.append(staged.kinds("growing"))
+    assert "unbilled_side_effect" in kinds[0] and "unbilled_side_effect" not in kinds[-1], kinds
+    piled = materialize.current_snapshot(staged.dir)
+    assert piled is not None and piled.partitions == base.partitions and len(piled.deltas) == 3
+    with catalog.connect(staged.dir) as con:
+        assert con.execute("select partitions from turnlens_snapshot").fetchall() == [(2,)]
+
+    # the deltas pile past the limit: they are folded into the growing turn's partition, the other one is kept
+    folded = staged.refresh(6 * MINUTE_MS + 9000, deltas_max=2)
+    [growing_part] = {part for delta in piled.deltas for part in delta["parts"]}
+    assert folded["folded_partitions"] == [growing_part] and folded["deltas"] == 0
+    manifest = materialize.current_snapshot(staged.dir)
+    assert manifest is not None and manifest.deltas == []
+    assert manifest.partitions[growing_part] == manifest.version
+    assert {p: v for p, v in manifest.partitions.items() if p != growing_part} == {
+        p: v for p, v in base.partitions.items() if p != growing_part
+    }
+    staged.assert_equal_to_live()
+    assert staged.kinds("growing") == kinds[-1]
+    # the deltas' files are handed to the deferred deletion, as a replaced partition file is
+    pending = json.loads((staged.dir / "segments" / "_maintenance.json").read_text())["entries"]
+    scheduled = {
+        str((staged.dir / "segments" / name).resolve()) for entry in pending for name in entry["sources"]
+    }
+    deltas = {str(Path(name).resolve()) for name in piled.files() if "/delta/" in name}
+    assert len(deltas) >= 3 and deltas <= scheduled
+
+
+def test_a_partition_larger_than_a_bucket_is_built_in_slices_even_when_a_slice_holds_no_turn(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    staged.send(contract_turn(turn="big", key="k-big", trace="tb", session="s-b"), at_ms=10_000)
+    built = staged.refresh(20_000, bucket_spans=2)  # one turn, one partition, computed in several slices
+    assert built["mode"] == "full" and built["buckets"] == 1 and built["units"] > 1
+    assert {turn for _, turn, *_ in staged.assert_equal_to_live()["turns"]} == {"big"}

@@ -139,7 +139,8 @@ def test_spark_derives_every_table_row_for_row_as_duckdb_does(spark: SparkSessio
         assert by_spark[table] == by_duckdb[table], table
     # and what every reader sees through the catalogue: the views as the live ones compute them
     assert catalogue_rows(store) == computed_rows(store)
-    assert not list((store / "derived").glob(f"{spark_engine.STAGE_PREFIX}*")), "the staged identity is gone"
+    assert len(engine.tasks) == on_spark["units"], "one task per unit"
+    assert not list((store / "derived").glob(".shuffle-v*")), "the units' files are gone"
 
 
 def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(

@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import pytest
 from turnlens.kernel import contract as c
-from turnlens.queries import catalog
+from turnlens.queries import catalog, turn_queries
 
 REGISTRY = """
 [tools.send_invoice]
@@ -531,60 +531,140 @@ def test_the_audit_compares_registry_and_spans(con: duckdb.DuckDBPyConnection) -
     assert audit["search_web"]["verdict"] == "ok" and audit["search_web"]["calls_without_tier"] == 2
 
 
-def test_the_one_turn_timeline_query_gives_the_view_rows_for_every_turn(
-    con: duckdb.DuckDBPyConnection,
-) -> None:
-    """turn_timeline_of narrows to the turn's traces first; linked cancels and retries must not fall out."""
-    turns = con.execute("select session_id, turn_id from turns order by all").fetchall()
-    assert ("s-linked", "linked") in turns
-    for session, turn in turns:
-        view = con.execute(
-            "select * from turn_timeline where session_id = $s and turn_id = $t order by seq",
-            {"s": session, "t": turn},
-        )
-        columns = [d[0] for d in view.description]
-        expected = view.fetchall()
-        named = catalog.run_named(con, "turn_timeline_of", {"session": session, "turn": turn})
-        got = [dict(zip([d[0] for d in named.description], row, strict=True)) for row in named.fetchall()]
-        assert [tuple(row[c] for c in columns) for row in got] == expected, (session, turn)
-
-
-# Each one-turn named query beside the view it scopes: the same rows, in the same order, for every turn.
-ONE_TURN_QUERIES = {
-    "findings_of_turn": "select kind, severity, tool_call_id, idempotency_key, detected_at, evidence "
-    "from divergences where session_id = $s and turn_id = $t order by detected_hlc, kind",
-    "ledger_of_turn": "select * from side_effects where session_id = $s and turn_id = $t "
-    "order by coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc), tool_call_id",
-    "verdicts_of_turn": "select * from layer_verdicts where session_id = $s and turn_id = $t order by "
+# Each turn query of queries/turn/ (run by the Turn detail page, the export and `turnlens query NAME_of_turn`)
+# beside the view it scopes: the same rows, in the same order, for every turn.
+TURN_QUERIES_OVER_VIEWS = {
+    "timeline": "select * from turn_timeline where session_id = $s and turn_id = $t order by seq",
+    "findings": "select * from divergences where session_id = $s and turn_id = $t "
+    "order by detected_hlc, kind, tool_call_id",
+    "side_effects": """
+select
+    *,
+    committed_hlc is not null and committed_hlc > (
+        select min(order_hlc) from turn_events
+        where session_id = $s and turn_id = $t and step = 'cancel.requested'
+    ) as committed_after_stop,
+    receipt_hlc is not null as receipt_shown,
+    compensated_hlc is not null as undone,
+    compensation_failed_hlc is not null as undo_failed,
+    discarded_hlc is not null as discarded,
+    approval_granted_hlc is not null as approved
+from side_effects
+where session_id = $s and turn_id = $t
+order by coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc), started_ns, tool_call_id
+""",
+    "verdicts": "select * from layer_verdicts where session_id = $s and turn_id = $t order by "
     "coalesce(list_position(['http', 'stream', 'runtime', 'tool', 'third_party', 'billing'], layer), 99)",
-    "cancel_of_turn": "select * from cancel_acks where session_id = $s and turn_id = $t",
-    "usage_of_turn": "select * from turn_usage where session_id = $s and turn_id = $t",
-    "summary_of_turn": "select * from turns where session_id = $s and turn_id = $t",
+    "cancel_acks": "select * from cancel_acks where session_id = $s and turn_id = $t",
+    "usage": "select * from turn_usage where session_id = $s and turn_id = $t",
+    "summary": "select * from turns where session_id = $s and turn_id = $t",
+    "skew": """
+select
+    node,
+    string_agg(distinct layer, ', ' order by layer) as layer,
+    count(*) as events,
+    max(abs(skew_ms)) as max_skew_ms,
+    quantile_cont(abs(skew_ms), 0.95) as p95_skew_ms,
+    min(skew_ms) as min_skew_ms,
+    any_value(s.skew_tolerance_ms) as tolerance_ms,
+    case
+        when max(abs(skew_ms)) > any_value(s.skew_anomaly_ms) then 'anomaly'
+        when max(abs(skew_ms)) > any_value(s.skew_tolerance_ms) then 'beyond tolerance'
+        else 'within tolerance'
+    end as note
+from turn_events, settings as s
+where session_id = $s and turn_id = $t and skew_ms is not null
+group by node
+order by max_skew_ms desc, node
+""",
+    "tokens": """
+with stop as (
+    select min(order_hlc) as stop_hlc
+    from turn_events
+    where session_id = $s and turn_id = $t and step = 'cancel.requested'
+)
+
+select
+    $s as session_id,
+    $t as turn_id,
+    max(e.stream_tokens) filter (where s.stop_hlc is null or e.order_hlc <= s.stop_hlc) as tokens_before_stop,
+    max(e.stream_tokens) as tokens_streamed,
+    sum(e.billing_tokens) filter (where e.billing_kind = 'tokens') as tokens_billed,
+    count(*) filter (where e.step = 'transcript.receipt') as receipts_shown,
+    any_value(s.stop_hlc) as stop_hlc
+from turn_events as e
+cross join stop as s
+where e.session_id = $s and e.turn_id = $t
+""",
+    "spans": """
+select
+    span_id, parent_span_id, trace_id, name, kind, layer, node, service_name, status_code, status_message,
+    start_time_unix_nano, end_time_unix_nano, duration_ms, hlc, attributes, resource_attributes,
+    [
+        {'name': e.name, 'time_unix_nano': e.time_unix_nano, 'hlc': e.hlc, 'attributes': e.attributes}
+        for e in events
+    ] as events
+from spans
+where session_id = $s and turn_id = $t
+order by start_time_unix_nano, span_id
+""",
+    "span_events": """
+select
+    session_id, turn_id, coalesce(hlc, span_hlc) as hlc, wall_ns, layer, node, name, span_name, trace_id,
+    span_id,
+    attributes
+from span_events
+where session_id = $s and turn_id = $t
+order by coalesce(hlc, span_hlc), wall_ns, span_id, event_index
+""",
 }
 
 
-@pytest.mark.parametrize("name", sorted(ONE_TURN_QUERIES))
-def test_each_one_turn_query_gives_the_view_rows_for_every_turn(
-    con: duckdb.DuckDBPyConnection, name: str
-) -> None:
-    """The one-turn queries read the turn's traces only; no turn may lose or gain a row against the view."""
+def test_every_turn_query_is_checked_against_its_view() -> None:
+    assert set(TURN_QUERIES_OVER_VIEWS) == set(turn_queries.load())
+
+
+@pytest.fixture(scope="module")
+def held_turns(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every turn of the fixture held alone, as the Turn detail page holds it, with every turn query's
+    (columns, rows): one hold per turn, shared by the comparisons below."""
     turns = con.execute("select session_id, turn_id from turns order by all").fetchall()
     assert ("s-linked", "linked") in turns
+    fetch = lambda cursor: ([d[0] for d in cursor.description], cursor.fetchall())  # noqa: E731
+    names = sorted(turn_queries.load())
+    return {(s, t): turn_queries.run_all(con.cursor(), [s], [t], names, fetch) for s, t in turns}
+
+
+@pytest.mark.parametrize("name", sorted(TURN_QUERIES_OVER_VIEWS))
+def test_each_turn_query_gives_the_view_rows_for_every_turn(
+    con: duckdb.DuckDBPyConnection, held_turns: dict[tuple[str, str], dict[str, Any]], name: str
+) -> None:
+    """The turn queries read the turn's traces only; no turn may lose or gain a row against the view, and
+    linked cancels and retries must not fall out."""
     nonempty = 0
-    for session, turn in turns:
-        view = con.execute(ONE_TURN_QUERIES[name], {"s": session, "t": turn})
+    for (session, turn), answers in held_turns.items():
+        view = con.execute(TURN_QUERIES_OVER_VIEWS[name], {"s": session, "t": turn})
         columns = [d[0] for d in view.description]
         expected = view.fetchall()
-        named = catalog.run_named(con, name, {"session": session, "turn": turn})
-        assert [d[0] for d in named.description] == columns, name
-        assert named.fetchall() == expected, (name, session, turn)
-        nonempty += bool(expected)
+        assert answers[name] == (columns, expected), (name, session, turn)
+        # tokens has a row for every turn: it proves something where the turn streamed or billed
+        nonempty += any(expected[0][2:4]) if name == "tokens" else bool(expected)
     assert nonempty > 0, f"{name}: no turn of the fixture has rows, so the comparison proves nothing"
+
+
+def test_a_turn_query_by_name_answers_as_the_held_turn(
+    con: duckdb.DuckDBPyConnection, held_turns: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    """`turnlens query NAME_of_turn` holds the turn itself: the same rows as the page's hold."""
+    for session, turn in [("s-linked", "linked"), *list(held_turns)[:2]]:
+        for name in ("timeline", "side_effects"):
+            named = catalog.run_named(con, f"{name}_of_turn", {"session": session, "turn": turn})
+            assert ([d[0] for d in named.description], named.fetchall()) == held_turns[(session, turn)][name]
 
 
 def test_one_turn_queries_see_the_idempotency_keys_other_turns_share(kit: Any) -> None:
     """A charge, a commit and an acknowledgement of the same key in other turns' traces (no link between
-    them) change a turn's findings; the one-turn queries must find those traces, or differ from the view."""
+    them) change a turn's findings; the turn queries must find those traces, or differ from the view."""
     second_ack = kit.event(
         c.EV_THIRD_PARTY_ACK, 2700, hlc_at=2700, **{c.IDEMPOTENCY_KEY: "kx", c.THIRD_PARTY_STATUS: "250 OK"}
     )
@@ -598,111 +678,23 @@ def test_one_turn_queries_see_the_idempotency_keys_other_turns_share(kit: Any) -
     kinds = {turn: {k for t, k in found if t == turn} for turn in ("ta", "tb", "tc", "td")}
     assert "unbilled_side_effect" not in kinds["ta"] and "unbilled_side_effect" in kinds["tc"]
     assert "duplicate_commit" in kinds["ta"] and "billed_not_committed" not in kinds["tb"]
-    for name, sql in sorted(ONE_TURN_QUERIES.items()):
+    for name in ("findings", "side_effects", "summary", "usage"):
         for turn in ("ta", "tb", "tc", "td"):
-            expected = con.execute(sql, {"s": "s1", "t": turn}).fetchall()
-            got = catalog.run_named(con, name, {"session": "s1", "turn": turn}).fetchall()
+            expected = con.execute(TURN_QUERIES_OVER_VIEWS[name], {"s": "s1", "t": turn}).fetchall()
+            got = catalog.run_named(con, f"{name}_of_turn", {"session": "s1", "turn": turn}).fetchall()
             assert got == expected, (name, turn)
 
 
-# The dashboard's Turn detail queries as they read the full views (before they were scoped to the turn's
-# traces): the scoped ones must return exactly these rows for every turn.
-DASHBOARD_TURN_QUERIES_OVER_VIEWS = {
-    "turn_cancel": """
-select * from cancel_acks where session_id = $session and turn_id = $turn;
-""",
-    "turn_events": """
-select * from turn_timeline where session_id = $session and turn_id = $turn order by seq;
-""",
-    "turn_findings": """
-select * from divergences where session_id = $session and turn_id = $turn order by detected_hlc;
-""",
-    "turn_ledger": """
-select
-    tool_call_id,
-    tool_name,
-    tier,
-    dispatch,
-    status,
-    committed_hlc,
-    committed_hlc is not null and committed_hlc > (
-        select min(order_hlc) from turn_events
-        where session_id = $session and turn_id = $turn and step = 'cancel.requested'
-    ) as committed_after_stop,
-    receipt_hlc is not null as receipt_shown,
-    compensated_hlc is not null as undone,
-    compensation_failed_hlc is not null as undo_failed,
-    discarded_hlc is not null as discarded,
-    third_party_status,
-    third_party_acks,
-    charged_amount,
-    idempotency_key,
-    approval_granted_hlc is not null as approved
-from side_effects
-where session_id = $session and turn_id = $turn
-order by started_ns;
-""",
-    "turn_skew": """
-select
-    node,
-    max(abs(skew_ms)) as max_skew_ms,
-    quantile_cont(abs(skew_ms), 0.95) as p95_skew_ms,
-    count(*) as events
-from turn_events
-where session_id = $session and turn_id = $turn and skew_ms is not null
-group by node
-order by max_skew_ms desc, node;
-""",
-    "turn_summary": """
-select * from turns where session_id = $session and turn_id = $turn;
-""",
-    "turn_tokens": """
-with stop as (
-    select min(order_hlc) as stop_hlc
-    from turn_events
-    where session_id = $session and turn_id = $turn and step = 'cancel.requested'
-)
-
-select
-    max(e.stream_tokens) filter (where s.stop_hlc is null or e.order_hlc <= s.stop_hlc) as tokens_before_stop,
-    max(e.stream_tokens) as tokens_streamed,
-    sum(e.billing_tokens) filter (where e.billing_kind = 'tokens') as tokens_billed,
-    count(*) filter (where e.step = 'transcript.receipt') as receipts_shown,
-    any_value(s.stop_hlc) as stop_hlc
-from turn_events as e
-cross join stop as s
-where e.session_id = $session and e.turn_id = $turn;
-""",
-    "turn_usage": """
-select * from turn_usage where session_id = $session and turn_id = $turn;
-""",
-    "turn_verdicts": """
-select *
-from layer_verdicts
-where session_id = $session and turn_id = $turn
-order by coalesce(list_position(['http', 'stream', 'runtime', 'tool', 'third_party', 'billing'], layer), 99);
-""",
-}
-
-
-@pytest.mark.parametrize("name", sorted(DASHBOARD_TURN_QUERIES_OVER_VIEWS))
-def test_the_dashboards_turn_queries_give_the_view_rows_for_every_turn(
-    con: duckdb.DuckDBPyConnection, name: str
-) -> None:
-    """Turn detail reads only the turn's traces; each of its queries must equal its full-view version."""
-    from turnlens.dashboard import data
-
+def test_several_turns_held_at_once_answer_as_each_alone(con: duckdb.DuckDBPyConnection) -> None:
+    """The export holds an incident's turns together: each turn's rows are those it has alone."""
     turns = con.execute("select session_id, turn_id from turns order by all").fetchall()
-    assert ("s-linked", "linked") in turns
+    sessions, ids = [s for s, _ in turns], [t for _, t in turns]
+    turn_queries.hold(con, sessions, ids)
+    together = turn_queries.run(con, "findings").fetchall()
+    alone = []
     for session, turn in turns:
-        params = {"session": session, "turn": turn}
-        view = con.execute(DASHBOARD_TURN_QUERIES_OVER_VIEWS[name], params)
-        columns = [d[0] for d in view.description]
-        expected = view.fetchall()
-        catalog.execute_script(con, data.load_sql(data.TURN_HOLD), params)  # the turn, read as the page does
-        scoped = catalog.execute_script(con, data.load_sql(name), params)
-        assert [d[0] for d in scoped.description] == columns, name
-        assert scoped.fetchall() == expected, (name, session, turn)
+        alone += catalog.run_named(con, "findings_of_turn", {"session": session, "turn": turn}).fetchall()
+    assert together and sorted(together, key=repr) == sorted(alone, key=repr)
 
 
 # --- what a framework's own spans say after stop (docs/frameworks.md) ----------------------------------

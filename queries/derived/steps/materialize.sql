@@ -15,16 +15,17 @@ select
     false as complete;
 
 -- step: previous_state
--- the identity side tables of the previous state, and the traces that had copies in segments retention removed: their
--- turns are recomputed from the copies that remain (a turn received across midnight), or leave when none does
+-- the identity side tables of the previous state (their rows in force, derived/current.sql), and the traces that had
+-- copies in segments retention removed: their turns are recomputed from the copies that remain (a turn received across
+-- midnight), or leave when none does
 create or replace temp view turnlens_prev_trace_turns as
-select * from read_parquet({{trace_turns_files}}, hive_partitioning = false);
+select * from turnlens_current_trace_turns;
 
 create or replace temp view turnlens_prev_trace_keys as
-select * from read_parquet({{trace_keys_files}}, hive_partitioning = false);
+select * from turnlens_current_trace_keys;
 
 create or replace temp view turnlens_prev_trace_links as
-select * from read_parquet({{trace_links_files}}, hive_partitioning = false);
+select * from turnlens_current_trace_links;
 
 create or replace temp view turnlens_dropped_traces as
 select distinct trace_id
@@ -48,20 +49,6 @@ select * from turnlens_trace_keys_of('turnlens_all_copies');
 create or replace temp table turnlens_all_trace_links as
 select * from turnlens_trace_links_of('turnlens_all_copies');
 
--- step: staged_identity
--- a full build's bucket computed by another process (queries/spark_engine.py): the whole-store identity is read from
--- the files the build staged ({{trace_turns}}, {{trace_keys}}, {{trace_links}}), not computed again
-create or replace temp table turnlens_all_trace_turns as
-select * from read_parquet({{trace_turns}}, hive_partitioning = false);
-
-create or replace temp table turnlens_all_trace_keys as
-select * from read_parquet({{trace_keys}}, hive_partitioning = false);
-
-create or replace temp table turnlens_all_trace_links as
-select * from read_parquet({{trace_links}}, hive_partitioning = false);
-
--- step: whole_store_views
--- the previous state of a full build is the whole-store identity; nothing was dropped
 create or replace temp view turnlens_prev_trace_turns as
 select trace_id, session_id, turn_id from turnlens_all_trace_turns;
 
@@ -80,18 +67,70 @@ select turnlens_partition_of(min(started), $cutoff) as part, sum(spans)::bigint 
 from turnlens_all_trace_turns
 group by session_id, turn_id;
 
+-- step: unit_turns
+-- a full build's units of work: each turn with the unit that computes it. A unit is a bucket of partitions, or one
+-- slice (by a hash of the turn) of a partition holding more than a bucket; unit $first_units[i] + 0 .. $slices[i] - 1
+-- computes partition $parts[i]
+create or replace temp table turnlens_unit_turns as
+with turn_parts as (
+    select session_id, turn_id, turnlens_partition_of(min(started), $cutoff) as part
+    from turnlens_all_trace_turns
+    group by session_id, turn_id
+),
+
+units as (
+    select unnest($parts) as part, unnest($first_units) as first_unit, unnest($slices) as slices
+)
+
+select t.session_id, t.turn_id, (u.first_unit + hash(t.session_id, t.turn_id) % u.slices)::integer as unit
+from turn_parts as t
+join units as u using (part);
+
+create or replace temp table turnlens_unit_inputs (trace_id varchar, unit integer);
+
 -- step: bucket_seed
--- a full build's bucket: the traces of the turns whose partition is one of the bucket's (a slice of them, by a hash
--- of the turn, when one partition holds more than a bucket)
+-- a unit's turns and their traces, from the whole store's identity: the seed its input traces are found from (the
+-- same closure a refresh computes, fresh.sql, phase touched)
 create or replace temp table turnlens_bucket_turns as
-select session_id, turn_id
-from turnlens_all_trace_turns
-group by session_id, turn_id
-having list_contains($parts, turnlens_partition_of(min(started), $cutoff))
-    and hash(session_id, turn_id) % $slices = $slice;
+select session_id, turn_id from turnlens_unit_turns where unit = $unit;
 
 create or replace temp table turnlens_seed as
 select trace_id from turnlens_all_trace_turns semi join turnlens_bucket_turns using (session_id, turn_id);
+
+-- step: unit_inputs
+-- the traces a unit reads: its turns' traces, the traces sharing their idempotency keys, those they link to
+insert into turnlens_unit_inputs select trace_id, $unit from turnlens_fresh_input;
+
+-- step: shuffle
+-- one pass over the store: every stored copy of each unit's input traces written to that unit's own files
+-- ({{copies_dir}}/unit=<unit>/), with the segment it came from (`filename`, a retried copy's tie-break), and each
+-- unit's turns ({{turns_dir}}/unit=<unit>/). A copy a trace of several units needs is written once per unit.
+copy (
+    select c.*, i.unit
+    from span_copies_in({{files}}) as c
+    join turnlens_unit_inputs as i using (trace_id)
+) to {{copies_dir}} (format parquet, compression zstd, partition_by (unit));
+
+copy (select session_id, turn_id, unit from turnlens_unit_turns) to {{turns_dir}} (format parquet, partition_by (unit));
+
+-- step: unit_job
+-- a unit's job reads its own files only (a pure function of them and of the roll-up cutoff): its turns, and the
+-- copies of every trace they need, which the recomputation (fresh.sql, phase recompute) reads as its stored copies
+create or replace temp table turnlens_bucket_turns as
+select session_id, turn_id from read_parquet({{turns_files}}, hive_partitioning = false);
+
+create or replace temp view turnlens_fresh_input as
+select distinct trace_id from read_parquet({{copies_files}}, hive_partitioning = false);
+
+-- what a refresh's replaced turns are computed from (fresh.sql, phase recompute): a unit replaces its own turns
+-- (bucket_replaced_turns), so these are empty, and a job on a connection of its own (queries/spark_engine.py) binds
+-- the phase without the whole store's identity
+create or replace temp view turnlens_snapshot_trace_turns as
+select ''::varchar as trace_id, ''::varchar as session_id, ''::varchar as turn_id where false;
+
+create or replace temp view turnlens_touched_traces as select ''::varchar as trace_id where false;
+
+create or replace temp view turnlens_touched_turn_ids as select ''::varchar as turn_id where false;
 
 -- step: seeded_fresh_traces
 -- a full build's touched traces start from its seed; the identity tables are whole already (nothing is new)
@@ -131,6 +170,28 @@ semi join (select session_id, turn_id from turnlens_turn_parts where part = {{pa
 -- step: new_partition_rows
 select * from turnlens_fresh_{{table}}
 semi join (select session_id, turn_id from turnlens_turn_parts where part = {{part}}) using (session_id, turn_id);
+
+-- step: delta_rows
+-- a refresh's delta of one table ({{table}}): the rows of the turns it replaces, whatever partition each belongs to
+select * from turnlens_fresh_{{table}}
+semi join turnlens_turn_parts using (session_id, turn_id);
+
+-- step: delta_replaced
+-- the turns a delta replaces: their rows in older files no longer stand (a turn may have no row left)
+select session_id, turn_id from turnlens_replaced_turns;
+
+-- step: fold_rows
+-- a partition's base file written again from its previous one and the deltas ({{table}}, {{part}}, {{previous}}):
+-- its rows of turns no delta replaced, and the rows in force of the deltas' turns that belong to it
+select * from read_parquet({{previous}}, hive_partitioning = false)
+anti join turnlens_superseded using (session_id, turn_id)
+union all by name
+select * from turnlens_delta_{{table}}
+semi join (select session_id, turn_id from turnlens_delta_trace_turns where part = {{part}}) using (session_id, turn_id);
+
+-- step: fold_new_rows
+select * from turnlens_delta_{{table}}
+semi join (select session_id, turn_id from turnlens_delta_trace_turns where part = {{part}}) using (session_id, turn_id);
 
 -- step: template_rows
 -- a zero-row file per table: the columns a reader binds when no partition holds rows yet

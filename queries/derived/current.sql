@@ -1,0 +1,33 @@
+-- The rows in force of each derived table: a partition's base file, less the turns a later delta replaced, plus the
+-- rows of each turn from the newest delta that replaced it. queries/materialize.py fills the file lists from the
+-- manifest (DIR/derived/current.json): {{base_files}} one file per partition led by the table's zero-row file,
+-- {{delta_files}} the table's delta files led by the same zero-row file, {{replaced_files}} the turns each delta
+-- replaced (`delta/replaced_turns-v<N>.parquet`, led by trace_turns' zero-row file). The store's catalogue reads the
+-- views through these (snapshot.sql); the materialiser reads the previous state through the same ones.
+--
+-- Every delta is newer than every base file (a fold writes the bases and drops the deltas in one version), so a
+-- base row stands unless a delta replaced its turn, and a delta row stands when its delta is the newest that
+-- replaced its turn. A replaced turn with no row in a delta (its spans left, or it merged into another turn) has
+-- none in force.
+
+-- each turn some delta replaced, with the newest such delta's version (from its file name, <table>-v<N>.parquet)
+create or replace view turnlens_superseded as
+select session_id, turn_id, max(regexp_extract(filename, '-v([0-9]+)\.parquet$', 1)::bigint) as version
+from read_parquet({{replaced_files}}, hive_partitioning = false, union_by_name = true, filename = true)
+group by session_id, turn_id;
+
+-- once for each derived table ({{table}}): the rows of the deltas in force
+create or replace view turnlens_delta_{{table}} as
+select d.* exclude (filename)
+from read_parquet({{delta_files}}, hive_partitioning = false, filename = true) as d
+semi join turnlens_superseded as s
+    on d.session_id = s.session_id
+        and d.turn_id = s.turn_id
+        and regexp_extract(d.filename, '-v([0-9]+)\.parquet$', 1)::bigint = s.version;
+
+-- once for each derived table ({{table}}): every row in force
+create or replace view turnlens_current_{{table}} as
+select * from read_parquet({{base_files}}, hive_partitioning = false)
+anti join turnlens_superseded using (session_id, turn_id)
+union all by name
+select * from turnlens_delta_{{table}};

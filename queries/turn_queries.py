@@ -1,0 +1,97 @@
+"""The one set of queries about given turns: the Turn detail page, `turnlens export` and `turnlens query
+NAME_of_turn` all run these files of `queries/turn/`, each with one row shape and one sort order.
+
+`hold` reads the turns once from their own traces into temporary tables of the connection (hold.sql, then
+hold_keys.sql for the traces sharing their idempotency keys, which the detectors need); every query of
+QUERIES then reads those tables and keeps the held turns' rows, whether one turn (the page) or an incident's
+many (the export). Holding again on the same connection replaces what was held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import duckdb
+from turnlens.queries import sqlfiles
+
+T = TypeVar("T")
+
+TURN_SQL = sqlfiles.QUERIES_DIR / "turn"
+HOLD = "hold"
+HOLD_KEYS = "hold_keys"
+# the queries that read only the turns' own timeline, so holding them needs no search for shared keys
+TIMELINE_ONLY = frozenset({"timeline"})
+
+
+@dataclass(frozen=True)
+class TurnQuery:
+    """One query of `queries/turn/`: its name, what it returns (the file's first comment line), its SQL."""
+
+    name: str
+    title: str
+    sql: str
+
+    @property
+    def needs_keys(self) -> bool:
+        return self.name not in TIMELINE_ONLY
+
+
+def load(folder: Path = TURN_SQL) -> dict[str, TurnQuery]:
+    """Every turn query by name (the hold files are not queries)."""
+    queries = {}
+    for path in sorted(folder.glob("*.sql")):
+        if path.stem in (HOLD, HOLD_KEYS):
+            continue
+        sql = path.read_text()
+        header = [line for line in sql.splitlines() if line.startswith("--")]
+        if not header:
+            raise sqlfiles.CatalogError(f"{path} has no header comment saying what it returns")
+        if "$" in "\n".join(ln for ln in sql.splitlines() if not ln.startswith("--")):
+            raise sqlfiles.CatalogError(f"{path} takes parameters; the held turns are its only input")
+        queries[path.stem] = TurnQuery(path.stem, header[0].removeprefix("--").strip(), sql)
+    return queries
+
+
+def hold(
+    con: duckdb.DuckDBPyConnection, sessions: Sequence[str], turns: Sequence[str], *, keys: bool = True
+) -> None:
+    """Reads the turns (parallel lists of session and turn ids) into temporary tables of `con`.
+
+    `keys=False` holds only their timeline (enough for `timeline`), without the traces sharing their keys.
+    """
+    if len(sessions) != len(turns):
+        raise ValueError(f"{len(sessions)} sessions for {len(turns)} turns: the lists go in pairs")
+    params = {"sessions": list(sessions), "turns": list(turns)}
+    sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD}.sql").read_text(), params)
+    if keys:
+        sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD_KEYS}.sql").read_text(), {})
+
+
+def run(con: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyConnection:
+    """Runs one turn query over what `hold` holds on `con`; the caller fetches the rows."""
+    queries = load()
+    if name not in queries:
+        raise sqlfiles.CatalogError(f"no turn query {name!r}; known: {', '.join(sorted(queries))}")
+    return sqlfiles.execute_script(con, queries[name].sql, {})
+
+
+def run_all(
+    con: duckdb.DuckDBPyConnection,
+    sessions: Sequence[str],
+    turns: Sequence[str],
+    names: Sequence[str],
+    fetch: Callable[[duckdb.DuckDBPyConnection], T],
+) -> dict[str, T | duckdb.Error]:
+    """Holds the turns once, then runs each named query and fetches it; a query the catalog cannot answer
+    (a view or column it lacks) maps to its error, so the others still answer."""
+    hold(con, sessions, turns, keys=any(load()[name].needs_keys for name in names))
+    answers: dict[str, T | duckdb.Error] = {}
+    for name in names:
+        try:
+            answers[name] = fetch(run(con, name))
+        except (duckdb.CatalogException, duckdb.BinderException) as exc:
+            answers[name] = exc
+    return answers
