@@ -8,6 +8,7 @@ after building a store), so it first says which snapshot it reads.
 
     .venv/bin/python bench/dashboard.py                              # builds a 1M-span store first
     .venv/bin/python bench/dashboard.py --store /tmp/bench-1m        # reuse a store (bench/queries.py --keep)
+    .venv/bin/python bench/dashboard.py --store DIR --live-views      # the per-turn views computed live
 """
 
 from __future__ import annotations
@@ -59,11 +60,14 @@ def _snapshot_note(store: Path) -> str:
 
     con = catalog.connect(store)
     try:
-        [(watermark_ms, built_ms)] = data.run_named(con, "snapshot_time", {}).itertuples(index=False)
+        frame = data.run_named(con, "snapshot_time", {})
     except data.StoreNotReady:
-        return "no snapshot: the per-turn views are computed live (run `turnlens materialize` first)"
+        frame = None
     finally:
         con.close()
+    if frame is None or not len(frame):
+        return "no snapshot: the per-turn views are computed live (run `turnlens materialize` first)"
+    watermark_ms, built_ms = int(frame["watermark_ms"].iloc[0]), int(frame["built_ms"].iloc[0])
     received = datetime.fromtimestamp(watermark_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     built_after_s = (built_ms - watermark_ms) / 1000
     return f"snapshot of the spans received up to {received} UTC, built {built_after_s:.0f} s later"
@@ -87,6 +91,32 @@ def _run_page(page: str, params: dict[str, str]) -> tuple[float, float, list[tup
     return sum(t for _, t in queries), total, queries
 
 
+LIVE_VIEWS = ("turns", "cancel_acks", "divergences", "side_effects", "turn_events")
+
+
+def _live_views(store: Path, views: list[str], repeat: int) -> dict[str, float]:
+    """Median seconds to read every row of each view as computed live from the segments, in a catalogue of
+    the store's views without its snapshot (what the pages read before the first snapshot is built)."""
+    import duckdb
+    from turnlens.kernel.layout import segments_glob
+    from turnlens.queries import catalog
+
+    con = duckdb.connect()
+    catalog.apply_tables(con, store)
+    catalog.apply_views(con, segments_glob(store), catalog.load_views())
+    timings = {}
+    for view in views:
+        runs = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            con.execute(f"select * from {view}").fetchall()  # a name from LIVE_VIEWS, not a value
+            runs.append(time.perf_counter() - started)
+        timings[view] = round(statistics.median(runs), 4)
+        print(f"live {view:13} {timings[view] * 1000:7.0f} ms (median of {repeat})", flush=True)
+    con.close()
+    return timings
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -95,7 +125,20 @@ def main() -> int:
     parser.add_argument("--spans", type=int, default=1_000_000, help="spans to generate when building")
     parser.add_argument("--repeat", type=int, default=3, help="runs per page (the median is reported)")
     parser.add_argument("--pages", nargs="+", choices=PAGES, default=list(PAGES), help="pages to time")
+    parser.add_argument(
+        "--live-views",
+        nargs="*",
+        choices=LIVE_VIEWS,
+        default=None,
+        help="instead of the pages, time these views computed live (all of them when none is named)",
+    )
     args = parser.parse_args()
+    if args.live_views is not None:
+        if not (args.store and (args.store / "turnlens.duckdb").exists()):
+            parser.error("--live-views reads an existing store: give it with --store")
+        live = _live_views(args.store, args.live_views or list(LIVE_VIEWS), args.repeat)
+        print(json.dumps({"store": str(args.store), "live_views_median_s": live}))
+        return 0
 
     store = args.store or Path(tempfile.mkdtemp(prefix="turnlens-dashboard-bench-"))
     if not (store / "turnlens.duckdb").exists():

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import altair as alt
 import streamlit as st
 from PIL import Image, ImageDraw
 from turnlens.dashboard import common, data, filters
+
+# Altair validates every part of a chart against the Vega-Lite schema as it is built, then the whole chart
+# again when Streamlit converts it: the first costs a second of the Overview's run on a loaded machine and
+# finds nothing the second would not, so only the second is kept.
+alt.utils.schemapi.disable_debug_mode()
 
 PAGES_DIR = Path(__file__).resolve().parent / "pages"
 REFRESH_CHOICES = {"off": 0, "10 s": 10, "30 s": 30, "1 min": 60, "5 min": 300}

@@ -40,13 +40,13 @@ def skew_by_node(skew: pd.DataFrame, *, tolerance_ms: float) -> alt.LayerChart:
             color=alt.condition(
                 alt.datum.max_skew_ms > tolerance_ms, alt.value("#d62728"), alt.value("#4c78a8")
             ),
-            tooltip=list(skew.columns),
+            tooltip=[alt.Tooltip(column) for column in skew.columns],
         )
     )
     rule = (
         alt.Chart(pd.DataFrame({"tolerance": [tolerance_ms]}))
         .mark_rule(color="#d62728", strokeDash=[4, 4])
-        .encode(x="tolerance:Q")
+        .encode(x=alt.X("tolerance:Q"))
     )
     return alt.LayerChart(layer=[bars, rule], height=max(80, 26 * len(skew)), width="container")
 
@@ -68,7 +68,7 @@ def verdict_matrix(verdicts: pd.DataFrame) -> alt.LayerChart:
     lanes = [lane for lane in LANES if lane in set(frame["lane"])]
     x = alt.X("lane:N", sort=lanes, title=None, axis=alt.Axis(orient="top", labelAngle=0, labelFontSize=13))
     y = alt.Y("row:N", title=None, axis=None)
-    tooltip = [c for c in ("layer", "verdict", "detail") if c in frame]
+    tooltip = [alt.Tooltip(c) for c in ("layer", "verdict", "detail") if c in frame]
     cells = (
         alt.Chart(frame)
         .mark_rect(stroke="white", strokeWidth=4, cornerRadius=4)
@@ -86,7 +86,7 @@ def verdict_matrix(verdicts: pd.DataFrame) -> alt.LayerChart:
     text = (
         alt.Chart(frame)
         .mark_text(fontSize=14, fontWeight="bold")
-        .encode(x=x, y=y, text="verdict:N", tooltip=tooltip)
+        .encode(x=x, y=y, text=alt.Text("verdict:N"), tooltip=tooltip)
     )
     return alt.LayerChart(layer=[cells, text], height=56, width="container")
 
@@ -105,7 +105,9 @@ def cancel_latency(
             color=alt.condition(
                 alt.datum.cancel_to_ack_ms > objective_ms, alt.value("#d62728"), alt.value("#4c78a8")
             ),
-            tooltip=[c for c in ("session_id", "turn_id", "origin", "cancel_to_ack_ms") if c in acks],
+            tooltip=[
+                alt.Tooltip(c) for c in ("session_id", "turn_id", "origin", "cancel_to_ack_ms") if c in acks
+            ],
         )
         .add_params(
             alt.selection_point(name="turn", fields=["session_id", "turn_id"], on="click", empty=False)
@@ -115,7 +117,7 @@ def cancel_latency(
     rules = (
         alt.Chart(lines)
         .mark_rule(strokeDash=[4, 4], color="#999")
-        .encode(y="ms:Q", tooltip=["line:N", "ms:Q"])
+        .encode(y=alt.Y("ms:Q"), tooltip=[alt.Tooltip("line:N"), alt.Tooltip("ms:Q")])
     )
     return alt.LayerChart(layer=[points, rules], height=260, width="container", usermeta=SVG)
 
@@ -285,7 +287,7 @@ def waterfall(
     durations = (
         alt.Chart(bars)
         .mark_text(align="left", dx=4, fontSize=11, color="#444", clip=True)
-        .encode(x=alt.X("end_ms:Q"), y=y, text="duration:N")
+        .encode(x=alt.X("end_ms:Q"), y=y, text=alt.Text("duration:N"))
     )
     mark_tooltip = [
         alt.Tooltip("event:N"),
@@ -308,7 +310,7 @@ def waterfall(
     captions = (
         alt.Chart(marks[marks["caption"] != ""])
         .mark_text(align="left", dx=8, dy=-10, fontSize=11, fontWeight="bold", color="#6a1b9a", clip=True)
-        .encode(x=at, y=y, text="caption:N")
+        .encode(x=at, y=y, text=alt.Text("caption:N"))
     )
     layers: list[alt.Chart] = [span_bars, durations, step_marks, captions]
     stop = marks[marks["mark"] == CANCEL].nsmallest(1, "at_ms").assign(text="stop pressed")
@@ -318,7 +320,7 @@ def waterfall(
         label = (
             alt.Chart(stop)
             .mark_text(color="#d62728", align="left", dx=4, dy=-6, fontWeight="bold", clip=True)
-            .encode(x=at, y=alt.value(0), text="text:N")
+            .encode(x=at, y=alt.YValue(0), text=alt.Text("text:N"))
         )
         layers[1:1] = [rule, label]
     chart = alt.layer(*layers).properties(
@@ -372,7 +374,7 @@ def token_line(
                 title="tokens sent",
                 axis=alt.Axis(tickCount=3, titleAngle=0, titleAlign="left", titleX=-LABEL_WIDTH, titleY=-6),
             ),
-            tooltip=[alt.Tooltip("at_utc:N", title="at (UTC)"), "tokens:Q"],
+            tooltip=[alt.Tooltip("at_utc:N", title="at (UTC)"), alt.Tooltip("tokens:Q")],
         )
         .add_params(alt.selection_interval(bind="scales", encodings=["x"]))
     )
@@ -402,11 +404,11 @@ def stop_ms(marks: pd.DataFrame) -> float | None:
 
 def _threshold_rules(lines: pd.DataFrame, y: str) -> list[alt.Chart]:
     """Dashed horizontal rules with their label at the left end; `lines` has `y` and `label`."""
-    rule = alt.Chart(lines).mark_rule(strokeDash=[5, 4], color="#d62728").encode(y=f"{y}:Q")
+    rule = alt.Chart(lines).mark_rule(strokeDash=[5, 4], color="#d62728").encode(y=alt.Y(f"{y}:Q"))
     text = (
         alt.Chart(lines)
         .mark_text(align="left", baseline="bottom", dx=4, dy=-2, color="#d62728", fontWeight="bold")
-        .encode(y=f"{y}:Q", x=alt.value(0), text="label:N")
+        .encode(y=alt.Y(f"{y}:Q"), x=alt.XValue(0), text=alt.Text("label:N"))
     )
     return [rule, text]
 
@@ -436,9 +438,9 @@ def slo_latency(windows: pd.DataFrame, *, objective_ms: float, page_ms: float) -
             ),
             tooltip=[
                 alt.Tooltip("window_start:T", title="window from", format="%Y-%m-%d %H:%M"),
-                "percentile:N",
+                alt.Tooltip("percentile:N"),
                 alt.Tooltip("ms:Q", format=".0f"),
-                "cancels:Q",
+                alt.Tooltip("cancels:Q"),
             ],
         )
     )
@@ -470,8 +472,8 @@ def slo_burn_rate(windows: pd.DataFrame, *, fast_burn: float = 14.4) -> alt.Laye
             tooltip=[
                 alt.Tooltip("window_start:T", title="window from", format="%Y-%m-%d %H:%M"),
                 alt.Tooltip("burn_rate:Q", format=".1f"),
-                "over_slo:Q",
-                "cancels:Q",
+                alt.Tooltip("over_slo:Q"),
+                alt.Tooltip("cancels:Q"),
             ],
         )
     )
@@ -499,7 +501,7 @@ def findings_ranked(findings: pd.DataFrame) -> alt.Chart:
             x=alt.X("findings:Q", title="findings"),
             y=alt.Y("kind:N", sort="-x", title=None, axis=alt.Axis(labelLimit=220)),
             opacity=alt.condition(picked, alt.value(1.0), alt.value(0.8)),
-            tooltip=["kind:N", "findings:Q"],
+            tooltip=[alt.Tooltip("kind:N"), alt.Tooltip("findings:Q")],
         )
         .add_params(picked)
         .properties(height=max(80, 24 * len(totals)), width="container", usermeta=SVG)

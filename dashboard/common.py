@@ -161,14 +161,21 @@ class section:  # noqa: N801 - used as `with common.section():`, like st.contain
         return False
 
 
+def chart_height(chart: alt.Chart | alt.LayerChart) -> int | None:
+    """The height the chart was built with, read off the object: `to_dict()` would validate and convert the
+    whole chart (a quarter of a second on a loaded machine) only to be done again by `st.altair_chart`."""
+    height = getattr(chart, "height", None)
+    return int(height) if isinstance(height, int | float) else None
+
+
 def show_chart(chart: alt.Chart | alt.LayerChart, *, room: int = 60) -> None:
     """Draws a chart at its own height plus `room` for axes and legend, the full width of its column.
 
     Streamlit sizes a layered chart stretched to its container without reading the chart's height,
     which squeezes lanes and hides legends; so the height is passed explicitly.
     """
-    height = chart.to_dict().get("height")
-    fitted: int | Literal["content"] = int(height) + room if isinstance(height, int | float) else "content"
+    height = chart_height(chart)
+    fitted: int | Literal["content"] = height + room if height is not None else "content"
     st.altair_chart(chart, width="stretch", height=fitted)
 
 

@@ -10,13 +10,18 @@ whatever DuckDB would have allowed. The statement check below only gives a frien
 
 from __future__ import annotations
 
+import atexit
+import os
 import pickle
 import select
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -125,13 +130,29 @@ def open_sealed_catalog(
     return con
 
 
-def serve(con: duckdb.DuckDBPyConnection, requests: IO[bytes], replies: IO[bytes]) -> None:
-    """Answers (statements, row_limit, time_limit_s) frames until `requests` closes (the worker's loop)."""
+def serve(
+    con: duckdb.DuckDBPyConnection,
+    requests: IO[bytes],
+    replies: IO[bytes],
+    *,
+    catalog_file: Path | None = None,
+    reopen: Callable[[Path], duckdb.DuckDBPyConnection] | None = None,
+) -> None:
+    """Answers (catalog, statements, row_limit, time_limit_s) frames until `requests` closes (the worker's
+    loop); `con` is `catalog_file` open, and a frame naming another copy of the catalog opens that first."""
     while True:
         request = read_frame(requests)
         if request is None:
             return
-        statements, row_limit, time_limit_s = request
+        wanted, statements, row_limit, time_limit_s = request
+        if wanted is not None and reopen is not None and Path(wanted) != catalog_file:
+            try:
+                fresh = reopen(Path(wanted))
+            except duckdb.Error as exc:
+                write_frame(replies, ("error", f"The catalog could not be opened: {exc}"))
+                continue
+            con.close()
+            con, catalog_file = fresh, Path(wanted)
         cursor = con.cursor()  # a fresh client context: no variable outlives its query
         try:
             result = execute(cursor, statements, row_limit=row_limit, time_limit_s=time_limit_s)
@@ -175,7 +196,12 @@ def read_frame(stream: IO[bytes]) -> Any:
 
 
 class Sandbox:
-    """The console's worker process for one store; restarted when it dies, hangs or the catalog changes."""
+    """The console's worker process for one store; restarted when it dies or hangs.
+
+    The worker reads a copy of the store's catalog in a private folder (console_worker.py says why): when the
+    catalog changes, the next query brings a fresh copy and the worker opens it, in a tenth of a second where
+    starting a worker (Python, DuckDB and pandas imported under the seal) takes seconds on a loaded machine.
+    """
 
     def __init__(self, store_dir: Path, *, memory_limit: str | None = None) -> None:
         self.store_dir = store_dir
@@ -183,9 +209,41 @@ class Sandbox:
         self.lock = threading.Lock()
         self.process: subprocess.Popen[bytes] | None = None
         self.stamp: Any = None
+        self.copies: Path | None = None  # the private folder of catalog copies, made on first use
+        self.copy: Path | None = None  # the newest copy, the one queries are sent to
+        self.copied = 0
+
+    def _copy_catalog(self) -> Path:
+        """A fresh copy of the store's catalog in the private folder, renamed into place so the worker never
+        sees half of one."""
+        from turnlens.dashboard.console_worker import CATALOG_FILE  # no thread started by that import
+
+        if self.copies is None:
+            self.copies = Path(tempfile.mkdtemp(prefix="turnlens-console-"))
+            atexit.register(shutil.rmtree, self.copies, ignore_errors=True)  # the dashboard never closes it
+        self.copied += 1
+        target = self.copies / f"catalog-{self.copied}.duckdb"
+        partial = target.with_suffix(".tmp")
+        try:
+            shutil.copyfile(self.store_dir / CATALOG_FILE, partial)
+        except FileNotFoundError:
+            raise ConsoleError(
+                f"No catalog at `{self.store_dir / CATALOG_FILE}` yet: ingest data into this store first."
+            ) from None
+        os.replace(partial, target)
+        return target
+
+    def _forget_copies(self, keep: Path | None) -> None:
+        if self.copies is not None:
+            for path in self.copies.iterdir():
+                if path != keep:
+                    path.unlink(missing_ok=True)
 
     def _start(self) -> subprocess.Popen[bytes]:
-        command = [sys.executable, "-m", "turnlens.dashboard.console_worker", str(self.store_dir)]
+        assert self.copy is not None
+        command = [
+            sys.executable, "-m", "turnlens.dashboard.console_worker", str(self.store_dir), str(self.copy)
+        ]
         if self.memory_limit:
             command.append(self.memory_limit)
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
@@ -216,26 +274,31 @@ class Sandbox:
             if self.process is not None:
                 self._stop(self.process)
                 self.process = None
+            if self.copies is not None:
+                shutil.rmtree(self.copies, ignore_errors=True)
+                self.copies = self.copy = None
 
     def run(
         self, statements: list[str], *, row_limit: int, time_limit_s: float, stamp: Any = None
     ) -> ConsoleResult:
         """Runs the statements in the worker; `stamp` changes when the catalog file was replaced."""
         with self.lock:
-            if self.process is not None and (self.process.poll() is not None or stamp != self.stamp):
+            if self.process is not None and self.process.poll() is not None:
                 self._stop(self.process)
                 self.process = None
+            if self.copy is None or stamp != self.stamp or stamp is None:
+                self.copy, self.stamp = self._copy_catalog(), stamp
             if self.process is None:
                 self.process = self._start()
-                self.stamp = stamp
             process = self.process
             assert process.stdin is not None
             try:
-                write_frame(process.stdin, (statements, row_limit, time_limit_s))
+                write_frame(process.stdin, (str(self.copy), statements, row_limit, time_limit_s))
             except BrokenPipeError:
                 reply = None
             else:
                 reply = self._reply(process, time_limit_s + WORKER_GRACE_S)
+            self._forget_copies(keep=self.copy)  # the worker answered from this one, or is gone
             if (
                 reply is None
             ):  # it hung past its own interrupt, or died (out of memory): start afresh next time

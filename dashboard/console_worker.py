@@ -1,10 +1,14 @@
 """The SQL console's worker process: seals itself first, then opens the catalog and answers queries.
 
-Started by `console.Sandbox` as `python -m turnlens.dashboard.console_worker STORE [MEMORY_LIMIT]`. Landlock
-binds the thread that asks for it and every thread that thread starts later, not threads already running; so
-the seal comes first, while the process has one thread, and DuckDB, NumPy and Arrow start theirs inside it.
-After the seal this process can read the store's catalog, segments and derived folders and Python's
-installation, and write nothing anywhere.
+Started by `console.Sandbox` as `python -m turnlens.dashboard.console_worker STORE CATALOG [MEMORY_LIMIT]`,
+CATALOG a copy of the store's catalog in a private folder of the dashboard's. Landlock binds the thread that
+asks for it and every thread that thread starts later, not threads already running; so the seal comes first,
+while the process has one thread, and DuckDB, NumPy and Arrow start theirs inside it. After the seal this
+process can read the store's segments and derived folders, the folder of catalog copies and Python's
+installation, and write nothing anywhere. Landlock grants a file by the file itself, not its name: a worker
+granted the store's catalog could not read the next one the collector renames into place, where a folder's
+grant covers every copy the dashboard puts in it later, so the worker reopens a new copy instead of being
+started again (seconds on a loaded machine) each time the catalog changes.
 """
 
 from __future__ import annotations
@@ -51,20 +55,20 @@ def python_folders(store_dir: Path) -> list[Path]:
     return sorted(f.resolve() for f in folders if f.resolve() not in (store, *store.parents))
 
 
-def readable(store_dir: Path) -> list[Path]:
-    """Everything the worker may open after the seal."""
-    store = [store_dir / CATALOG_FILE] + [store_dir / name for name in READ_FOLDERS]
+def readable(store_dir: Path, copies: Path) -> list[Path]:
+    """Everything the worker may open after the seal: `copies` is the folder of catalog copies."""
+    store = [copies] + [store_dir / name for name in READ_FOLDERS]
     return store + python_folders(store_dir) + [Path(p) for p in SYSTEM_READS]
 
 
-def seal(store_dir: Path) -> None:
+def seal(store_dir: Path, copies: Path) -> None:
     """Landlock on this process while it has a single thread (see the module's docstring)."""
     threads = os.listdir("/proc/self/task")
     if len(threads) != 1:
         raise landlock.LandlockUnavailable(
             f"{len(threads)} threads run before the seal; it would bind only one"
         )
-    landlock.restrict_to_reading(readable(store_dir))
+    landlock.restrict_to_reading(readable(store_dir, copies))
 
 
 def _refuse(reason: str) -> int:
@@ -76,21 +80,23 @@ def _refuse(reason: str) -> int:
 
 def main(argv: list[str]) -> int:
     store_dir = Path(argv[0]).resolve()
-    memory_limit = argv[1] if len(argv) > 1 else None
+    catalog_file = Path(argv[1]).resolve()
+    memory_limit = argv[2] if len(argv) > 2 else None
     try:
-        seal(store_dir)
+        seal(store_dir, catalog_file.parent)
     except landlock.LandlockUnavailable as exc:
         return _refuse(str(exc))
     from turnlens.dashboard import console  # after the seal: DuckDB's and NumPy's threads are bound too
 
+    def open_catalog(path: Path) -> console.duckdb.DuckDBPyConnection:
+        return console.open_sealed_catalog(path, [store_dir / n for n in READ_FOLDERS], memory_limit)
+
     try:
-        con = console.open_sealed_catalog(
-            store_dir / CATALOG_FILE, [store_dir / n for n in READ_FOLDERS], memory_limit
-        )
+        con = open_catalog(catalog_file)
     except console.duckdb.Error as exc:
         return _refuse(str(exc))
     console.write_frame(sys.stdout.buffer, ("ready",))
-    console.serve(con, sys.stdin.buffer, sys.stdout.buffer)
+    console.serve(con, sys.stdin.buffer, sys.stdout.buffer, catalog_file=catalog_file, reopen=open_catalog)
     return 0
 
 

@@ -124,16 +124,37 @@ class _Catalog:
             ) from None
         return stat.st_ino, stat.st_mtime_ns
 
+    def _current(self) -> tuple[duckdb.DuckDBPyConnection, tuple[int, int]]:
+        """The connection to the catalog file in place now (under the lock), opened anew if it was replaced.
+
+        The replaced connection is closed first: DuckDB hands out an instance still open for the same path,
+        which would read the replaced file. DuckDB refuses to close it while another page's query runs on
+        it; that page's reads and this one then go on with the replaced catalog (its files are still there
+        under their leases) and a later call, once it is idle, opens the new one.
+        """
+        stamp = self._current_stamp()
+        if self.con is None or stamp != self.stamp:
+            if self.con is not None:
+                try:
+                    self.con.close()
+                except duckdb.ResourceInUseException:
+                    assert self.stamp is not None
+                    return self.con, self.stamp
+                self.con = None
+            con = catalog.connect(self.store_dir)
+            harden(con, self.store_dir, memory_limit=read_settings().memory_limit)
+            self.con, self.stamp = con, stamp
+        return self.con, stamp
+
     def cursor(self) -> tuple[duckdb.DuckDBPyConnection, tuple[int, int]]:
         with self.lock:
-            stamp = self._current_stamp()
-            if self.con is None or stamp != self.stamp:
-                if self.con is not None:
-                    self.con.close()
-                con = catalog.connect(self.store_dir)
-                harden(con, self.store_dir, memory_limit=read_settings().memory_limit)
-                self.con, self.stamp = con, stamp
-            return self.con.cursor(), stamp
+            con, stamp = self._current()
+            return con.cursor(), stamp
+
+    def current_stamp(self) -> tuple[int, int]:
+        """The stamp of the catalog in place, its connection opened if it is new (no cursor made)."""
+        with self.lock:
+            return self._current()[1]
 
 
 @st.cache_resource(show_spinner=False)
@@ -185,7 +206,7 @@ def console_sandbox() -> Any:
 
 def catalog_stamp() -> tuple[int, int]:
     """Changes whenever the catalog file is replaced; part of every cached result's key."""
-    return _catalog(str(settings().store_dir)).cursor()[1]
+    return _catalog(str(settings().store_dir)).current_stamp()
 
 
 # --- named queries -----------------------------------------------------------------------------------

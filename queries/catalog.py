@@ -2,7 +2,10 @@
 
 The catalog file `DIR/turnlens.duckdb` holds only views (over the store's Parquet segments), so it is
 small and rewritten whole: built under a temporary name and renamed into place, which never disturbs
-a reader that has the old file open.
+a reader that has the old file open. Several processes write it (every collector when it starts, the
+materialiser after each version of the derived state): one at a time, under a lock file, each reading the
+derived state's current manifest inside the lock, so the catalogue renamed last never names an older version
+than the one already published.
 """
 
 from __future__ import annotations
@@ -13,14 +16,14 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
-from turnlens.collector import leases, quarantine
+from turnlens.collector import compaction, leases, quarantine, segments
 from turnlens.kernel import layout
 from turnlens.queries import registry, settings, turn_queries
 from turnlens.queries.sqlfiles import QUERIES_DIR as QUERIES_DIR
@@ -40,6 +43,8 @@ from turnlens.queries.sqlfiles import split_statements as split_statements
 from turnlens.queries.sqlfiles import sql_string as sql_string
 
 CATALOG_FILE = layout.CATALOG_FILE
+CATALOG_LOCK = f".{CATALOG_FILE}.lock"  # held while the catalogue is written (an flock: see docs/store.md)
+CATALOG_LOCK_WAIT_S = 120.0  # a whole catalogue binds every view: seconds, more on a loaded machine
 NAMED_FOLDER = "named"
 TURN_PARAMS = {"session": "the session_id.", "turn": "the turn_id."}
 # old names of named queries, kept working: old name -> the name it is now
@@ -242,14 +247,29 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
     quarantine.ensure_log(Path(segments_glob).parent.parent)  # quarantined_segments reads it
     # binding the views reads every segment's footer (under a reader lease): an unreadable segment is
     # quarantined, and the catalog written again
-    with leases.reading(store_dir):
+    with leases.reading(store_dir), _catalog_lock(store_dir):
         return quarantine.retrying(store_dir, lambda: _write_catalog(store_dir, segments_glob, queries_dir))
+
+
+def _catalog_lock(store_dir: Path) -> AbstractContextManager[None]:
+    """One catalogue writer at a time. Without it, a collector starting (seconds to bind every view, reading
+    the derived state's manifest first) could rename its catalogue over the one a materialiser wrote for a
+    newer version meanwhile, and readers would be sent to files already handed to deletion."""
+    busy = CatalogError(
+        f"another process kept the catalogue of {store_dir} locked for {CATALOG_LOCK_WAIT_S:.0f} s"
+    )
+    return compaction.exclusive_lock(store_dir / CATALOG_LOCK, CATALOG_LOCK_WAIT_S, busy)
+
+
+def _tmp_catalog(store_dir: Path) -> Path:
+    """Where this process builds a catalogue: named by host and process, as several machines may write one."""
+    return store_dir / f".{CATALOG_FILE}.{segments.host_tag()}.{os.getpid()}.tmp"
 
 
 def _write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path) -> Path:
     target = store_dir / CATALOG_FILE
     remove_stale_tmp(store_dir)
-    tmp = store_dir / f".{CATALOG_FILE}.{os.getpid()}.tmp"
+    tmp = _tmp_catalog(store_dir)
     tmp.unlink(missing_ok=True)
     con = duckdb.connect(str(tmp), config={"storage_compatibility_version": CATALOG_STORAGE_VERSION})
     con.execute("set parquet_metadata_cache = true")  # binding each view reads the segments' footers
@@ -282,35 +302,43 @@ def update_derived(store_dir: Path, segments_glob: str, queries_dir: Path = QUER
     if not target.exists() or written_for(store_dir) != store_dir.resolve():
         # none to copy, or one of another folder (a copied or moved store): its views name that folder's files
         return write_catalog(store_dir, segments_glob, queries_dir)
-    tmp = store_dir / f".{CATALOG_FILE}.{os.getpid()}.tmp"
-    tmp.unlink(missing_ok=True)
-    shutil.copyfile(target, tmp)
-    con = duckdb.connect(str(tmp))
-    try:
-        con.execute("begin")
-        apply_snapshot(con, store_dir, segments_glob, load_views(queries_dir))
-        con.execute("commit")
-        con.execute("checkpoint")
-    finally:
-        con.close()
-    Path(f"{tmp}.wal").unlink(missing_ok=True)
-    os.replace(tmp, target)
+    with _catalog_lock(store_dir):
+        tmp = _tmp_catalog(store_dir)
+        tmp.unlink(missing_ok=True)
+        shutil.copyfile(target, tmp)
+        con = duckdb.connect(str(tmp))
+        try:
+            con.execute("begin")
+            apply_snapshot(con, store_dir, segments_glob, load_views(queries_dir))
+            con.execute("commit")
+            con.execute("checkpoint")
+        finally:
+            con.close()
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
+        os.replace(tmp, target)
     return target
 
 
 STALE_TMP_AGE_S = 3600.0  # a catalog is written in seconds: a temporary one this old is abandoned
-_CATALOG_TMP = re.compile(rf"^\.{re.escape(CATALOG_FILE)}\.(?P<pid>\d+)\.tmp(?:\.wal)?$")
+# .turnlens.duckdb.<host>.<pid>.tmp (older versions: without the host), and its WAL
+_CATALOG_TMP = re.compile(
+    rf"^\.{re.escape(CATALOG_FILE)}\.(?:(?P<host>[A-Za-z0-9-]+)\.)?(?P<pid>\d+)\.tmp(?:\.wal)?$"
+)
 
 
 def remove_stale_tmp(store_dir: Path) -> int:
-    """Removes the temporary catalogs (and their WAL) of runs that were killed: their process is gone."""
+    """Removes the temporary catalogs (and their WAL) of runs that were killed: of a process of this host that
+    is gone, or, from another machine whose processes cannot be seen, once very old."""
     removed = 0
+    host = segments.host_tag()
     for path in store_dir.glob(f".{CATALOG_FILE}.*.tmp*"):
         match = _CATALOG_TMP.match(path.name)
-        if match is None or int(match["pid"]) == os.getpid():
+        here = match is not None and match["host"] in (None, host)
+        if match is None or (here and int(match["pid"]) == os.getpid()):
             continue
         try:
-            if not _pid_alive(int(match["pid"])) or time.time() - path.stat().st_mtime > STALE_TMP_AGE_S:
+            gone = here and not _pid_alive(int(match["pid"]))
+            if gone or time.time() - path.stat().st_mtime > STALE_TMP_AGE_S:
                 path.unlink()
                 removed += 1
         except FileNotFoundError:

@@ -608,9 +608,18 @@ def publish(run: _Run, manifest: Manifest) -> None:
 
 def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     """Removes what a run that died wrote after the current version: no manifest names it, no reader sees
-    it."""
+    it. Called under the derived-state lock, so no other materialiser is writing: every temporary file in the
+    folder is a dead run's, and so is a versioned manifest newer than the current one (it died between the
+    two renames of its publish), which the next run's version would otherwise reuse."""
     newest = found.version if found else 0
     folder = store_dir / DERIVED_DIR
+    for path in folder.glob(f"{MANIFESTS_DIR}/v*.json"):
+        if path.stem[1:].isdigit() and int(path.stem[1:]) > newest:
+            path.unlink(missing_ok=True)
+    temporary = (".*.tmp", f"{MANIFESTS_DIR}/.*.tmp", "*/*/.v*.parquet.rollup", f"{INDEX_DIR}/.*.merge")
+    for pattern in temporary:
+        for path in folder.glob(pattern):
+            path.unlink(missing_ok=True)
     for path in folder.glob("*/*/v*.parquet"):
         if int(path.stem[1:]) > newest:
             path.unlink(missing_ok=True)

@@ -196,7 +196,7 @@ with findings_col:
         picked = st.altair_chart(
             ranked,
             width="stretch",
-            height=int(ranked.to_dict()["height"]) + 50,
+            height=(common.chart_height(ranked) or 260) + 50,
             on_select="rerun",
             selection_mode=["kind"],
             key="findings_by_kind",

@@ -68,21 +68,38 @@ where requested_hlc is not null;
 
 -- The view itself reads a narrow path instead of turn_events: only the cancel steps are unnested, and only their
 -- turnlens.cancel.origin is parsed (turn_events parses 18 attributes of every event). The columns are derived as
--- turn_events derives them (order_hlc, hlc_source, an event's origin else its span's).
+-- turn_events derives them (order_hlc, hlc_source, an event's origin else its span's). The spans are resolved once,
+-- into the columns the cancel steps and the inferred cancels read (framework_input_of's, plus the cancel steps):
+-- naming `spans` twice would resolve every trace twice and plan the resolution twice.
 create or replace view cancel_acks as
-with cancel_spans as (
+with resolved as materialized (
     select
-        session_id, turn_id, layer, hlc as span_hlc, start_time_unix_nano, attributes,
-        list_concat(
-            case when name in ('cancel.requested', 'cancel.received', 'cancel.acknowledged') then  -- a step as a span
-                [struct_pack(step := name, wall_ns := start_time_unix_nano, own_hlc := hlc, attributes := null::varchar)]
-            else [] end,
-            list_transform(
-                list_filter(events, lambda e: e.name in ('cancel.requested', 'cancel.received', 'cancel.acknowledged')),
-                lambda e: struct_pack(step := e.name, wall_ns := e.time_unix_nano, own_hlc := e.hlc, attributes := e.attributes)
-            )
-        ) as steps
-    from spans
+        * exclude (all_attributes, all_events, status_message),
+        case when hlc is null or len(steps) > 0 then all_attributes end as attributes,
+        case when hlc is null then status_message end as status_message,
+        case when hlc is null then list_filter(all_events, lambda e: e.name = 'exception') else [] end as events
+    from (
+        select
+            session_id, turn_id, trace_id, span_id, parent_span_id, name, kind, status_code, status_message, layer,
+            node, service_name, start_time_unix_nano, end_time_unix_nano, hlc,
+            attributes as all_attributes,
+            events as all_events,
+            list_concat(
+                case when name in ('cancel.requested', 'cancel.received', 'cancel.acknowledged') then  -- a step as a span
+                    [struct_pack(step := name, wall_ns := start_time_unix_nano, own_hlc := hlc, attributes := null::varchar)]
+                else [] end,
+                list_transform(
+                    list_filter(events, lambda e: e.name in ('cancel.requested', 'cancel.received', 'cancel.acknowledged')),
+                    lambda e: struct_pack(step := e.name, wall_ns := e.time_unix_nano, own_hlc := e.hlc, attributes := e.attributes)
+                )
+            ) as steps
+        from spans
+    )
+),
+
+cancel_spans as (
+    select session_id, turn_id, layer, hlc as span_hlc, start_time_unix_nano, attributes, steps
+    from resolved
 ),
 
 cancel_steps as (
@@ -111,7 +128,7 @@ cancel_rows as (
     from cancel_steps
     union all  -- the cancels a framework's spans show without declaring them (turn_events.sql)
     select session_id, turn_id, step, layer, order_hlc, cancel_origin, hlc_source
-    from inferred_cancels_from('spans')
+    from inferred_cancels_from('resolved')
 )
 
 select * from cancel_acks_of('cancel_rows');

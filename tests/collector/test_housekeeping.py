@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,25 @@ def test_temporary_catalogs_of_killed_runs_are_removed(tmp_path: Path) -> None:
     assert not any(path.exists() for path in left)
     assert live.exists()
     assert (tmp_path / catalog.CATALOG_FILE).is_file()
+
+
+def test_a_temporary_catalog_of_another_machine_is_left_until_it_is_an_hour_old(tmp_path: Path) -> None:
+    """On a shared store the pid in a temporary catalogue's name may belong to another machine, where this one
+    cannot see whether its writer lives: it is removed only once abandoned for an hour."""
+    glob = str(tmp_path / "segments" / "*" / "*.parquet")
+    from turnlens.collector import segments
+
+    segments.ensure_layout(tmp_path / "segments")
+    dead = _dead_pid()  # not running here, but perhaps over there
+    writing = tmp_path / f".turnlens.duckdb.other-machine.{dead}.tmp"
+    abandoned = tmp_path / f".turnlens.duckdb.other-machine.{dead + 1}.tmp"
+    for path in (writing, abandoned):
+        path.write_bytes(b"x" * 1000)
+    hours_ago = time.time() - 2 * 3600
+    os.utime(abandoned, (hours_ago, hours_ago))
+    catalog.write_catalog(tmp_path, glob)
+    assert writing.exists()
+    assert not abandoned.exists()
 
 
 @pytest.mark.parametrize("command", ["ingest", "materialize"])

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from turnlens.dashboard import console
+from turnlens.kernel.layout import CATALOG_FILE, segments_glob
+from turnlens.queries.catalog import write_catalog
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +35,26 @@ def _spans(box: console.Sandbox) -> int:
 
 def test_views_still_read_their_segments(sandbox: console.Sandbox) -> None:
     assert _spans(sandbox) > 0
+
+
+def test_a_replaced_catalog_is_read_by_the_same_worker(sandbox: console.Sandbox, store: Path) -> None:
+    """The collector replaces the catalog every few seconds in a live store: the console reads the new one
+    without starting its sealed worker again (seconds on a loaded machine), and keeps no older copy."""
+    spans = _spans(sandbox)
+    assert sandbox.process is not None and sandbox.copy is not None
+    worker, first_copy = sandbox.process.pid, sandbox.copy
+    write_catalog(store, segments_glob(store))
+    replaced = (store / CATALOG_FILE).stat()
+    result = console.run(
+        sandbox,
+        "select count(*) as n from spans",
+        row_limit=1,
+        time_limit_s=30,
+        stamp=(replaced.st_ino, replaced.st_mtime_ns),
+    )
+    assert int(result.frame["n"][0]) == spans
+    assert sandbox.process.pid == worker and sandbox.copy != first_copy
+    assert sandbox.copies is not None and list(sandbox.copies.iterdir()) == [sandbox.copy]
 
 
 def test_rows_are_cut_at_the_limit(sandbox: console.Sandbox) -> None:

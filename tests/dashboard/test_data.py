@@ -24,6 +24,12 @@ def test_catalog_rewritten_under_an_open_dashboard_is_picked_up(tmp_path: Path) 
     assert second != first
     after = data.run_named(cursor2, "overview_counts", {"from_ms": None, "to_ms": None})
     assert after.equals(before)
+    # and it is the new file that is read, not the instance DuckDB keeps open for the same path
+    (store / "settings.toml").write_text("slo_cancel_to_ack_ms = 250\n")
+    catalog.write_catalog(store, str(store / "segments" / "*" / "*.parquet"))
+    cursor3, third = opened.cursor()
+    assert third != second
+    assert data.run_named(cursor3, "dashboard_settings", {})["slo_cancel_to_ack_ms"].iloc[0] == 250
 
 
 def test_a_store_without_catalog_says_what_to_do(tmp_path: Path) -> None:
