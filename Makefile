@@ -5,24 +5,28 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 STORE ?= ./turnlens-data
 
-.PHONY: install demo test test-fast lint docs sample bench fuzz browser clean
+.PHONY: install demo test test-fast lint docs sample bench fuzz browser java clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml setup.py collector/_otlp_wire.pyx
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,frameworks]'
+	$(BIN)/pip install --quiet -e '.[test,frameworks,spark]'
 	touch $(STAMP)
 
 # Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
 browser:
 	bash scripts/install-chromium.sh
 
+# Debian's Java 17 for the Spark engine's tests (pyspark starts its JVM from it).
+java:
+	bash scripts/install-java.sh
+
 demo: install
 	$(BIN)/turnlens demo --store $(STORE)
 
-test: install browser lint
+test: install browser java lint
 	$(BIN)/python -m pytest
 
 test-fast: install

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 from turnlens.collector import quarantine, segments
 from turnlens.kernel import layout
-from turnlens.queries import catalog, materialize, settings
+from turnlens.queries import catalog, materialize, settings, spark_engine
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,6 +50,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=materialize.DEFAULT_MARGIN_S,
         metavar="SECONDS",
         help="cover spans received up to this long ago (default %(default)s)",
+    )
+    mat.add_argument(
+        "--engine",
+        choices=("duckdb", "spark"),
+        default="duckdb",
+        help="what computes a full build's buckets: this process, or Spark tasks on --master (a refresh runs"
+        " here either way; docs/operating-at-scale.md)",
+    )
+    mat.add_argument(
+        "--master",
+        default=None,
+        help="the Spark master URL with --engine spark: local[N], spark://HOST:7077, yarn (default local[*])",
+    )
+    mat.add_argument(
+        "--bucket-spans",
+        type=int,
+        default=materialize.DEFAULT_BUCKET_SPANS,
+        metavar="N",
+        help="a full build's buckets hold about N stored copies, one Spark task each (default %(default)s)",
     )
     mat.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     mat.add_argument("--memory-limit", default=None, help="DuckDB memory limit, e.g. 4GB (default: DuckDB's)")
@@ -266,6 +285,18 @@ def run_materialize(args: argparse.Namespace) -> int:
 
 
 def _materialize_once(args: argparse.Namespace) -> int:
+    engine = None
+    if args.engine == "spark":
+        engine = spark_engine.SparkBuckets(
+            args.master or spark_engine.DEFAULT_MASTER, task_threads=args.threads or 1,
+            memory_limit=args.memory_limit,
+        )
+    elif args.master is not None:
+        print("turnlens materialize: --master needs --engine spark", file=sys.stderr)
+        return 2
+    if args.bucket_spans < 1:
+        print("turnlens materialize: --bucket-spans must be at least 1", file=sys.stderr)
+        return 2
     try:
         # an unreadable segment is moved aside rather than freezing the snapshot
         summary = quarantine.retrying(
@@ -278,6 +309,8 @@ def _materialize_once(args: argparse.Namespace) -> int:
                 threads=args.threads,
                 memory_limit=args.memory_limit,
                 grace_s=args.grace,
+                engine=engine,
+                bucket_spans=args.bucket_spans,
                 deltas_max=0 if args.fold else materialize.DEFAULT_DELTAS_MAX,
             ),
         )
@@ -285,10 +318,12 @@ def _materialize_once(args: argparse.Namespace) -> int:
         if args.every is None:
             print(f"turnlens: {exc}", file=sys.stderr)
         return 75
-    except duckdb.Error as exc:
+    except (duckdb.Error, spark_engine.SparkUnavailable, spark_engine.SparkBuildFailed) as exc:
         print(f"turnlens: materialize failed: {exc}", file=sys.stderr)
         return 1
     args.full = False  # a loop's later runs refresh
+    if engine is not None and summary["mode"] == "full":
+        summary["spark"] = engine.summary()
     if args.json:
         print(json.dumps(summary), flush=True)
     elif not args.quiet:

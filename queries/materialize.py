@@ -37,7 +37,7 @@ import re
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -118,6 +118,13 @@ CPU_TIMINGS: dict[str, float] = defaultdict(float)
 _STEP = re.compile(r"^-- step: (\w+)$", re.MULTILINE)
 _PHASE = re.compile(r"^-- phase: (\w+)$", re.MULTILINE)
 _TEMP_VIEW = re.compile(r"create or replace temp view (\w+) as")
+
+
+# what computes a full build's units: given the run, the fresh part's constants, the buckets newest first
+# (each with its unit numbers: one, or one per slice) and the shuffle folder holding each unit's files
+# (_shuffle), it writes each bucket's partition files (their folders added to run.written_dirs) and yields
+# the bucket when they are all written; the build publishes it then
+BucketEngine = Callable[["_Run", dict[str, str], list[tuple[list[str], range]], Path], Iterator[list[str]]]
 
 
 class MaterializeBusy(Exception):
@@ -531,6 +538,7 @@ def materialize(
     now_ns: int | None = None,
     grace_s: float = GRACE_S,
     deltas_max: int = DEFAULT_DELTAS_MAX,
+    engine: BucketEngine | None = None,
 ) -> dict[str, Any]:
     """Brings the store's derived state up to now minus `margin_s` and rewrites the catalogue to read it.
 
@@ -538,7 +546,9 @@ def materialize(
     retired for deletion after `grace_s`, like a replaced segment. A refresh writes the recomputed turns as a
     delta and folds the deltas into the partitions' files once more than `deltas_max` are named (0: at once).
 
-    A refresh when the current manifest is whole and written under the store's inputs, else a full build.
+    A refresh when the current manifest is whole and written under the store's inputs, else a full build,
+    whose buckets `engine` computes (local_buckets, on this connection, by default; queries/spark_engine.py's
+    on a Spark cluster). A refresh always runs here: it reads what changed, not the store.
     Returns what it did: mode (full / refresh), version, watermark, partitions written, rows, seconds.
     Raises MaterializeBusy when another process holds the store's derived-state lock.
     """
@@ -557,7 +567,7 @@ def materialize(
             if previous is not None and previous.complete and not full:
                 manifest, summary = _refresh(run, previous, deltas_max)
             else:
-                manifest, summary = _full_build(run, found, bucket_spans)
+                manifest, summary = _full_build(run, found, bucket_spans, engine or local_buckets)
         finally:
             con.close()
         _retire(store_dir, manifest, found, grace_s)
@@ -847,13 +857,16 @@ def _roll_up(run: _Run, manifest: Manifest) -> Manifest:
     return replace(manifest, partitions=partitions)
 
 
-def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[Manifest, dict[str, Any]]:
+def _full_build(
+    run: _Run, found: Manifest | None, bucket_spans: int, engine: BucketEngine
+) -> tuple[Manifest, dict[str, Any]]:
     """Every turn recomputed a unit at a time (a bucket of partitions, or a slice of a large one), newest
     first, each bucket published when done.
 
     The whole store is read twice, whatever its size: once for each trace's identity, keys and links (narrow
     columns), and once to write each unit's input copies to the unit's own files (`_shuffle`). A unit's job
-    then reads only those files, so the build's time follows the store's size and its memory a unit's."""
+    then reads only those files, so the build's time follows the store's size and its memory a unit's;
+    `engine` runs the units' jobs (local_buckets: one after another on this connection)."""
     present = run.present_segments()
     run.step("whole_store_identity")
     sizes: dict[str, int] = defaultdict(int)
@@ -899,17 +912,12 @@ def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[M
         run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
     publish(run, manifest)  # readers see an empty state that says a build is under way
     shuffle = _shuffle(run, sum(slices for _, slices in buckets), present)
-    unit = 0
+    jobs: list[tuple[list[str], range]] = []  # each bucket with the units that compute it
+    first = 0
     for bucket, slices in buckets:
-        for slice_ in range(slices):
-            _compute_bucket(run, values, shuffle, unit)
-            for part in bucket:
-                for table in TABLES:
-                    run.write_partition(table, part, None, slice_=slice_ if slices > 1 else None)
-            _remove_tree(shuffle / "copies" / f"unit={unit}")
-            unit += 1
-        if slices > 1:
-            _join_slices(run, bucket[0], slices)
+        jobs.append((bucket, range(first, first + slices)))
+        first += slices
+    for bucket in engine(run, values, jobs, shuffle):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         publish(run, manifest)
     _remove_tree(shuffle)
@@ -918,9 +926,34 @@ def _full_build(run: _Run, found: Manifest | None, bucket_spans: int) -> tuple[M
     return manifest, {
         "mode": "full",
         "buckets": len(buckets),
-        "units": unit,
+        "units": first,
         "copies": sum(sizes.values()),
     }
+
+
+def local_buckets(
+    run: _Run, values: dict[str, str], units: list[tuple[list[str], range]], shuffle: Path
+) -> Iterator[list[str]]:
+    """The full build's units computed one after another on the run's own connection; yields each bucket
+    once its partitions' files are written (the build publishes it). The default BucketEngine."""
+    for bucket, numbers in units:
+        for slice_, unit in enumerate(numbers):
+            write_unit(run, values, shuffle, bucket, len(numbers), slice_, unit)
+        if len(numbers) > 1:
+            _join_slices(run, bucket[0], len(numbers))
+        yield bucket
+
+
+def write_unit(
+    run: _Run, values: dict[str, str], shuffle: Path, bucket: list[str], slices: int, slice_: int, unit: int
+) -> None:
+    """Computes one unit (a bucket, or slice `slice_` of `slices` of a one-partition bucket) from its own
+    files and writes its partitions' files (slice files when sliced); its input copies go once it is done."""
+    _compute_bucket(run, values, shuffle, unit)
+    for part in bucket:
+        for table in TABLES:
+            run.write_partition(table, part, None, slice_=slice_ if slices > 1 else None)
+    _remove_tree(shuffle / "copies" / f"unit={unit}")
 
 
 def _units(buckets: list[tuple[list[str], int]]) -> list[tuple[str, int, int]]:

@@ -122,6 +122,16 @@ select session_id, turn_id from read_parquet({{turns_files}}, hive_partitioning 
 create or replace temp view turnlens_fresh_input as
 select distinct trace_id from read_parquet({{copies_files}}, hive_partitioning = false);
 
+-- what a refresh's replaced turns are computed from (fresh.sql, phase recompute): a unit replaces its own turns
+-- (bucket_replaced_turns), so these are empty, and a job on a connection of its own (queries/spark_engine.py) binds
+-- the phase without the whole store's identity
+create or replace temp view turnlens_snapshot_trace_turns as
+select ''::varchar as trace_id, ''::varchar as session_id, ''::varchar as turn_id where false;
+
+create or replace temp view turnlens_touched_traces as select ''::varchar as trace_id where false;
+
+create or replace temp view turnlens_touched_turn_ids as select ''::varchar as turn_id where false;
+
 -- step: seeded_fresh_traces
 -- a full build's touched traces start from its seed; the identity tables are whole already (nothing is new)
 create or replace temp view turnlens_fresh_traces as select trace_id from turnlens_seed;

@@ -1,0 +1,122 @@
+"""The derived state's full build on DuckDB in one process and on Spark, over the same store: wall time, peak
+memory, and the cost of one bucket task, projected to more workers.
+
+    .venv/bin/python bench/spark.py --spans 1000000 --json
+    .venv/bin/python bench/spark.py --store /tmp/bench-1m --master 'local[2]'   # reuse a store built before
+
+The store is built as bench/queries.py builds it (the simulator's fast mode through the collector's decoder
+and segment writer). Each build is `turnlens materialize --full` in a child process: `--threads 2` on DuckDB,
+`--engine spark --master MASTER` on Spark, both with `--bucket-spans` (default 25,000: several tasks even on
+a small store). The default master is `local-cluster[2,1,2048]`: two executor JVMs of one core each, as two
+executors of a cluster would be (`local[2]` runs both in the driver's JVM). DuckDB's peak RSS is the child's
+(`ru_maxrss`); on Spark, `driver_peak_rss_mb` is the driver's Python process (its JVM is not counted) and
+each worker's peak is its Python worker's own (the task's DuckDB memory is in it; the executor JVMs' is not).
+
+The projection to N workers: the driver's serial part (the whole-store identity, the index, publishing:
+the build's wall time less the time the tasks were running) plus the tasks' total seconds spread over N
+workers, never below the longest task. With `--json` stdout holds one JSON object; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from turnlens.collector import segments
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from queries import build_store  # noqa: E402  bench/queries.py: the same store its figures are measured on
+
+PROJECT_TO = (2, 4, 8, 16, 32)
+
+
+def build_child(store: Path, extra: list[str]) -> dict[str, Any]:
+    """`turnlens materialize --full` in a child process; its summary plus wall time and peak RSS."""
+    command = [sys.executable, "-m", "turnlens.cli", "materialize", "--store", str(store), "--full"]
+    command += ["--margin", "0", "--json", *extra]
+    started = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"turnlens materialize {' '.join(extra)} exited {os.waitstatus_to_exitcode(status)}")
+    summary = json.loads(output.decode().strip().splitlines()[-1])
+    return summary | {"wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
+def driver_steps(summary: dict[str, Any]) -> float:
+    """Seconds the driver's own steps took (the whole-store identity, index, templates, publishing)."""
+    return round(sum(s for step, s in summary["step_seconds"].items() if not step.startswith("spark ")), 1)
+
+
+def projection(spark: dict[str, Any]) -> dict[str, float]:
+    """Wall seconds of the same build on N workers, from the measured driver part and task seconds."""
+    tasks = spark["spark"]
+    workers = len(tasks["worker_peak_rss_mb"]) or 1
+    # the tasks ran on `workers` workers at once: the time they took is at least their total over workers
+    task_wall = max(tasks["task_seconds_total"] / workers, tasks["task_seconds_max"])
+    driver = max(spark["wall_s"] - task_wall, 0.0)
+    return {
+        str(n): round(driver + max(tasks["task_seconds_total"] / n, tasks["task_seconds_max"]), 1)
+        for n in PROJECT_TO
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--spans", type=int, default=1_000_000, help="spans to generate when building")
+    parser.add_argument("--store", type=Path, default=None, help="reuse (or build into) this store")
+    parser.add_argument("--master", default="local-cluster[2,1,2048]", help="the Spark master URL")
+    parser.add_argument(
+        "--bucket-spans", type=int, default=25_000, help="stored copies per bucket: one Spark task each"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    args = parser.parse_args()
+    say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    temporary = None
+    store = args.store
+    if store is None:
+        temporary = tempfile.TemporaryDirectory(prefix="turnlens-bench-spark-")
+        store = Path(temporary.name) / "store"
+    if not (store / "segments").is_dir():
+        say(f"building a store of {args.spans} spans in {store}")
+        build_store(store, args.spans)
+    spans = sum(pq.ParquetFile(path).metadata.num_rows for path in segments.segment_files(store / "segments"))
+    say("full build on DuckDB (2 threads, one process)")
+    buckets = ["--bucket-spans", str(args.bucket_spans)]
+    duck = build_child(store, ["--threads", "2", *buckets])
+    say(f"  {duck['wall_s']} s, peak {duck['peak_rss_mb']} MB")
+    say(f"full build on Spark ({args.master})")
+    spark = build_child(store, ["--engine", "spark", "--master", args.master, *buckets])
+    say(f"  {spark['wall_s']} s, workers {spark['spark']['worker_peak_rss_mb']}")
+    result = {
+        "spans": spans,
+        "load_1min": round(os.getloadavg()[0], 2),
+        "cores": os.cpu_count(),
+        "bucket_spans": args.bucket_spans,
+        "duckdb": {key: duck[key] for key in ("wall_s", "peak_rss_mb", "buckets", "partitions")},
+        "spark": {key: spark[key] for key in ("wall_s", "buckets", "partitions")}
+        | {"driver_peak_rss_mb": spark["peak_rss_mb"], "driver_steps_s": driver_steps(spark)}
+        | spark["spark"],
+        "spark_projected_wall_s_by_workers": projection(spark),
+    }
+    print(json.dumps(result, indent=None if args.json else 1))
+    if temporary is not None:
+        temporary.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

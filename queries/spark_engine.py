@@ -1,0 +1,263 @@
+"""A full build of the derived state on Apache Spark: `turnlens materialize --engine spark --master URL`.
+
+The driver (this process) does what a full build does before its units (materialize._full_build): the
+whole-store identity of every trace, the buckets of partitions newest first, the index chunk, the zero-row
+files, the first manifest, and the shuffle, which writes each unit's input copies and turns to
+`derived/.shuffle-v<N>/copies/unit=<n>/` and `turns/unit=<n>/`. It then hands each unit (a bucket, or a slice
+of a bucket larger than `bucket_spans`) to Spark as one task. A task runs on an executor: it opens the store's
+catalogue read-only with DuckDB and runs the very statements a local build runs (materialize.write_unit:
+derived/fresh.sql and derived/steps/materialize.sql) over its unit's files and nothing else, writing the
+bucket's partition files (a slice's files when sliced). As buckets finish the driver joins their slices and
+publishes them, so readers see what is done exactly as during a local build.
+
+Why DuckDB inside Spark tasks rather than the views transpiled to Spark SQL: the views are DuckDB table macros
+called on relations named by string (`query_table`), with list lambdas, `getvariable` settings and
+`union all by name`; sqlglot transpiles their statements' syntax but passes the macro definitions through
+as-is, which Spark SQL cannot run. One set of SQL, run by the same engine everywhere, keeps the rows equal by
+construction; Spark brings the scheduling, the retries of a lost task and the executors' cores and memory.
+
+Every executor must see the store at the same path (a shared volume) and have turnlens installed; pyspark is
+the `spark` extra (`pip install 'turnlens[spark]'`) and needs Java 17.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from turnlens.queries import catalog, materialize
+
+DEFAULT_MASTER = "local[*]"
+
+
+class SparkUnavailable(Exception):
+    """pyspark (or the Java it needs) is not installed, or the master cannot be reached."""
+
+
+class SparkBuildFailed(Exception):
+    """A Spark task of the build failed past its retries; the partitions published before it stay readable."""
+
+
+class SparkBuckets:
+    """A materialize.BucketEngine computing each bucket of a full build as one Spark task.
+
+    `master` is a Spark master URL (`local[2]`, `spark://host:7077`, `yarn`); an active SparkSession is used
+    as it is (tests share one), else one is started for the run and stopped after it. `task_threads` is
+    DuckDB's threads per task (spark.task.cpus, the cores Spark reserves for it); `memory_limit` DuckDB's
+    limit per task, past which it spills to derived/.spill.
+    """
+
+    def __init__(self, master: str = DEFAULT_MASTER, task_threads: int = 1, memory_limit: str | None = None):
+        self.master = master
+        self.task_threads = task_threads
+        self.memory_limit = memory_limit
+        self.tasks: list[dict[str, Any]] = []  # what each task reported: seconds, peak memory, worker
+        self.session_start_s = 0.0  # how long the SparkSession took to start (0 when one was active)
+
+    def summary(self) -> dict[str, Any]:
+        """What the tasks of the last build did: their count and seconds, and each worker's peak memory."""
+        workers: dict[str, int] = {}
+        for task in self.tasks:
+            worker = f"{task['host']}:{task['worker_pid']}"
+            workers[worker] = max(workers.get(worker, 0), task["peak_rss_bytes"])
+        seconds = [task["seconds"] for task in self.tasks]
+        return {
+            "master": self.master,
+            "session_start_s": round(self.session_start_s, 3),
+            "tasks": len(self.tasks),
+            "task_seconds_total": round(sum(seconds), 3),
+            "task_seconds_max": round(max(seconds, default=0.0), 3),
+            "worker_peak_rss_mb": {name: round(peak / 2**20, 1) for name, peak in sorted(workers.items())},
+        }
+
+    def __call__(
+        self,
+        run: materialize._Run,
+        values: dict[str, str],
+        units: list[tuple[list[str], range]],
+        shuffle: Path,
+    ) -> Iterator[list[str]]:
+        self.tasks = []
+        started = time.perf_counter()
+        session, started_here = _session(self.master, self.task_threads)
+        self.session_start_s = time.perf_counter() - started
+        try:
+            yield from self._run_tasks(session, run, values, units, shuffle)
+        finally:
+            if started_here:
+                session.stop()
+
+    def _run_tasks(
+        self,
+        session: Any,
+        run: materialize._Run,
+        values: dict[str, str],
+        units: list[tuple[list[str], range]],
+        shuffle: Path,
+    ) -> Iterator[list[str]]:
+        context = session.sparkContext
+        specs = [
+            {
+                "store": str(run.store_dir),
+                "segments_glob": run.segments_glob,
+                "watermark": run.watermark,
+                "version": run.version,
+                "values": values,
+                "shuffle": str(shuffle),
+                "bucket": bucket,
+                "slices": len(numbers),
+                "slice": slice_,
+                "unit": unit,
+                "threads": self.task_threads,
+                "memory_limit": self.memory_limit,
+                "index": index,
+            }
+            for index, (bucket, numbers) in enumerate(units)
+            for slice_, unit in enumerate(numbers)
+        ]
+        buckets = [(bucket, len(numbers)) for bucket, numbers in units]
+        left = {index: slices for index, (_, slices) in enumerate(buckets)}
+        # one Spark job per task, submitted newest first: the scheduler runs as many at once as it has cores,
+        # and the driver publishes each bucket as soon as its last slice is written
+        lanes = max(1, int(context.defaultParallelism))
+        with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="turnlens-spark") as pool:
+            pending: set[Future[dict[str, Any]]] = {
+                pool.submit(_submit, context, spec, _job_group(run)) for spec in specs
+            }
+            try:
+                while pending:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        report = future.result()
+                        self.tasks.append(report)
+                        run.written_dirs.update(Path(name) for name in report["written_dirs"])
+                        for step, seconds in report["timings"].items():
+                            materialize.TIMINGS[f"spark {step}"] += seconds
+                        index = report["index"]
+                        left[index] -= 1
+                        if left[index] == 0:
+                            bucket, slices = buckets[index]
+                            if slices > 1:
+                                materialize._join_slices(run, bucket[0], slices)
+                            yield bucket
+            except BaseException:
+                for future in pending:
+                    future.cancel()
+                context.cancelJobGroup(_job_group(run))  # running tasks are interrupted
+                raise
+            finally:
+                pool.shutdown(wait=True)
+                # what tasks wrote for buckets never published: no manifest will name it (the next build
+                # writes a later version), so it goes now
+                for index, count in left.items():
+                    if count > 0:
+                        _remove_bucket_files(run, buckets[index][0])
+
+
+def _job_group(run: materialize._Run) -> str:
+    return f"turnlens-materialize-{run.store_dir}-v{run.version}"
+
+
+def _remove_bucket_files(run: materialize._Run, bucket: list[str]) -> None:
+    for part in bucket:
+        for table in materialize.TABLES:
+            folder = run.folder / table / f"p={part}"
+            for path in [
+                folder / f"v{run.version}.parquet",
+                *folder.glob(f".v{run.version}.slice-*.parquet"),
+            ]:
+                path.unlink(missing_ok=True)
+
+
+def _submit(context: Any, spec: dict[str, Any], group: str) -> dict[str, Any]:
+    """Runs one task as a Spark job of one partition; its failure past Spark's retries is SparkBuildFailed."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    context.setJobGroup(group, f"turnlens bucket {spec['bucket'][0]}", interruptOnCancel=True)
+    try:
+        result: list[dict[str, Any]] = context.parallelize([spec], 1).map(run_task).collect()
+    except (PySparkException, Py4JError) as exc:
+        raise SparkBuildFailed(f"bucket {spec['bucket'][0]}.. slice {spec['slice']}: {_cause(exc)}") from exc
+    return result[0]
+
+
+def _cause(exc: BaseException) -> str:
+    """The line of a failed task's report that says what went wrong: the Python worker's exception (after
+    its traceback), else the first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    raised = [line for line in lines if _RAISED.match(line)]
+    return raised[-1] if raised else (lines[0] if lines else type(exc).__name__)
+
+
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): ")
+
+
+def run_task(spec: dict[str, Any]) -> dict[str, Any]:
+    """One unit (a bucket, or one slice of it) on an executor: the local build's statements on a DuckDB
+    connection of the task's own, reading the unit's files in the shuffle folder only; writes the bucket's
+    partition files (a slice's files when sliced). Returns what it did."""
+    started = time.perf_counter()
+    store = Path(spec["store"])
+    materialize.TIMINGS.clear()
+    con = materialize._connect(store, spec["segments_glob"], spec["threads"], spec["memory_limit"])
+    try:
+        spill = store / materialize.DERIVED_DIR / ".spill" / f"task-{os.getpid()}"
+        spill.mkdir(parents=True, exist_ok=True)
+        con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")  # tasks of one host apart
+        run = materialize._Run(store, spec["segments_glob"], con, spec["watermark"], spec["version"])
+        shuffle = Path(spec["shuffle"])
+        materialize.write_unit(
+            run, spec["values"], shuffle, spec["bucket"], spec["slices"], spec["slice"], spec["unit"]
+        )
+        written = sorted(str(folder) for folder in run.written_dirs)
+    finally:
+        con.close()
+    return {
+        "index": spec["index"],
+        "bucket": spec["bucket"],
+        "slice": spec["slice"],
+        "written_dirs": written,
+        "seconds": time.perf_counter() - started,
+        "timings": dict(materialize.TIMINGS),
+        "worker_pid": os.getpid(),
+        "host": os.uname().nodename,
+        # the Python worker's peak resident memory, DuckDB's included (KiB on Linux); a reused worker's
+        # figure covers every task it ran
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def _session(master: str, task_threads: int) -> tuple[Any, bool]:
+    """The active SparkSession, or a new one on `master` (started here: the caller stops it)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise SparkUnavailable(
+            "the spark engine needs pyspark: pip install 'turnlens[spark]' (and Java 17)"
+        ) from exc
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("turnlens materialize")
+        .config("spark.ui.enabled", "false")
+        .config("spark.task.cpus", str(task_threads))
+        .config("spark.speculation", "false")  # two attempts of a task would write the same files
+    )
+    if master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        # workers on this host run this turnlens (a cluster's executors are told theirs by PYSPARK_PYTHON)
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    try:
+        return builder.getOrCreate(), True
+    except Exception as exc:  # the JVM did not start or the master refused: say which
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkUnavailable(f"cannot start Spark on {master}: {first}") from exc

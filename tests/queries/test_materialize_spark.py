@@ -1,0 +1,179 @@
+"""The derived state built on Spark (`--engine spark`) is the derived state DuckDB builds, table for table
+and row for row, on the simulator's fleet: retried calls, idempotency keys shared across turns, linked
+side-channel traces, and spans arriving in a later export than the rest of their turn. A real local[2] Spark
+(a JVM and two Python workers) runs the buckets; one session serves the module.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from pyspark.sql import SparkSession
+from turnlens.kernel.layout import segments_glob
+from turnlens.queries import catalog, materialize, spark_engine
+
+from turnlens.cli import main
+
+SAMPLE_DATA = Path(__file__).resolve().parents[2] / "sample_data"
+# a JVM starts (~10 s), and each test runs several full builds: minutes when the host is busy
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers import this turnlens
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("turnlens tests")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The simulator's fleet, ingested in two exports: every other request first, the rest later, so most
+    turns, keys and links have copies in two segments received apart."""
+    folder = tmp_path_factory.mktemp("spark")
+    out = folder / "fleet.jsonl.gz"
+    assert main(["simulate", "--sessions", "120", "--seed", "11", "--out", str(out), "--quiet"]) == 0
+    lines = gzip.decompress(out.read_bytes()).splitlines(keepends=True)
+    store = folder / "store"
+    store.mkdir()
+    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
+    for name, half in (("first", lines[0::2]), ("second", lines[1::2])):
+        (folder / f"{name}.jsonl").write_bytes(b"".join(half))
+        assert main(["ingest", "--store", str(store), "--quiet", str(folder / f"{name}.jsonl")]) == 0
+    return store
+
+
+def _same_to_float_precision(value: Any) -> Any:
+    """A value with its floats rounded to 9 decimals: a sum of floats depends on the order DuckDB's threads
+    add them in (a build with other threads differs in the last bit, whichever engine ran it)."""
+    if isinstance(value, float):
+        return round(value, 9)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_same_to_float_precision(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _same_to_float_precision(item) for key, item in value.items()}
+    return value
+
+
+def derived_tables(store: Path) -> dict[str, list[tuple]]:
+    """Every row of every derived table (the eight views and the three identity tables), from the files the
+    current manifest names, with the partitions it names."""
+    manifest = materialize.current_snapshot(store)
+    assert manifest is not None and manifest.complete
+    con = duckdb.connect()
+    tables = {
+        table: [
+            _same_to_float_precision(row)
+            for row in con.execute(
+                f"select * from read_parquet({materialize.sql_list(manifest.table_files(table))})"
+                " order by all"
+            ).fetchall()
+        ]
+        for table in materialize.TABLES
+    }
+    con.close()
+    return tables | {"partitions": sorted(manifest.partitions)}  # type: ignore[dict-item]
+
+
+def catalogue_rows(store: Path) -> dict[str, list[tuple]]:
+    """The derived views as the store's catalogue answers them (from the partitions)."""
+    with catalog.connect(store) as con:
+        return {
+            view: _same_to_float_precision(con.execute(f"select * from {view} order by all").fetchall())
+            for view in materialize.VIEWS
+        }
+
+
+def computed_rows(store: Path) -> dict[str, list[tuple]]:
+    """The same views computed from the spans now, in a catalogue of our own with no derived state."""
+    con = duckdb.connect()
+    catalog.apply_tables(con, store)
+    catalog.apply_views(con, segments_glob(store), catalog.load_views())
+    for view in ("side_effects", "cancel_acks", "divergences"):
+        con.execute(f"create temp table live_{view} as select * from {view}_of('turn_events')")
+    sources = {view: f"{view}_of('turn_events')" for view in materialize.VIEWS} | {
+        "turn_usage": "turn_usage_of('turn_events', 'live_cancel_acks')",
+        "turns": "turns_of('turn_events', 'live_side_effects', 'live_divergences', 'live_cancel_acks')",
+    }
+    rows = {
+        view: _same_to_float_precision(con.execute(f"select * from {sources[view]} order by all").fetchall())
+        for view in sources
+    }
+    con.close()
+    return rows
+
+
+def build(store: Path, **options: Any) -> dict[str, Any]:
+    return materialize.materialize(store, segments_glob(store), full=True, margin_s=0, **options)
+
+
+def test_spark_derives_every_table_row_for_row_as_duckdb_does(spark: SparkSession, store: Path) -> None:
+    # buckets small enough that a partition is larger than one: it is computed in slices, one task each
+    local = build(store, bucket_spans=1_000)
+    by_duckdb = derived_tables(store)
+    assert len(by_duckdb["divergences"]) > 0
+
+    engine = spark_engine.SparkBuckets("local[2]")
+    on_spark = build(store, bucket_spans=1_000, engine=engine)
+    assert on_spark["mode"] == "full" and on_spark["version"] == local["version"] + 1
+    assert on_spark["buckets"] == local["buckets"]
+    assert any(task["slice"] > 0 for task in engine.tasks), "some partition was computed in slices"
+    assert len({task["worker_pid"] for task in engine.tasks}) == 2, "both workers ran buckets"
+    by_spark = derived_tables(store)
+    for table in by_duckdb:
+        assert by_spark[table] == by_duckdb[table], table
+    # and what every reader sees through the catalogue: the views as the live ones compute them
+    assert catalogue_rows(store) == computed_rows(store)
+    assert len(engine.tasks) == on_spark["units"], "one task per unit"
+    assert not list((store / "derived").glob(".shuffle-v*")), "the units' files are gone"
+
+
+def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
+    spark: SparkSession, store: Path, capsys: Any
+) -> None:
+    # the executors get far too little memory: their DuckDB fails on the first bucket it computes
+    starved = spark_engine.SparkBuckets("local[2]", memory_limit="1MB")
+    # the message names the bucket and the task's own error
+    with pytest.raises(
+        spark_engine.SparkBuildFailed, match=r"^bucket 2\d{7}T\d\d\.\. slice \d: \S+(Error|Exception)"
+    ):
+        build(store, bucket_spans=1_000, engine=starved)
+    manifest = materialize.read_manifest(store)
+    assert manifest is not None and not manifest.complete, "readers are told the build is not whole"
+    with catalog.connect(store) as con:
+        assert con.execute("select complete from turnlens_snapshot").fetchall() == [(False,)]
+    assert main(["materialize", "--store", str(store), "--master", "local[2]"]) == 2
+    assert "--master needs --engine spark" in capsys.readouterr().err
+
+    # the next run (not a refresh: the state is not whole) builds it all again, from the command line
+    args = [
+        "materialize",
+        "--store",
+        str(store),
+        "--engine",
+        "spark",
+        "--master",
+        "local[2]",
+        "--margin",
+        "0",
+    ]
+    assert main([*args, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["mode"] == "full" and summary["spark"]["tasks"] >= 1
+    assert materialize.current_snapshot(store).complete  # type: ignore[union-attr]
+    assert catalogue_rows(store) == computed_rows(store)
