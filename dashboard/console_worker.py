@@ -26,7 +26,7 @@ CATALOG_FILE = (
     "turnlens.duckdb"  # queries.catalog.CATALOG_FILE; importing it would start threads before the seal
 )
 READ_FOLDERS = ("segments", "derived")
-PACKAGES = ("turnlens", "turnlens.dashboard", "turnlens.queries", "turnlens.collector")
+PACKAGES = ("turnlens", "turnlens.dashboard", "turnlens.queries", "turnlens.collector", "turnlens.kernel")
 # shared libraries (DuckDB and NumPy load theirs at import), time zones, and what DuckDB reads of its limits
 SYSTEM_READS = (
     "/lib",
