@@ -25,17 +25,7 @@ select * from turnlens_current_{{view}};
 create or replace view divergences as
 select * from turnlens_current_divergences
 union all by name
-select
-    kind,
-    severity,
-    session_id,
-    turn_id,
-    tool_call_id::varchar as tool_call_id,
-    idempotency_key::varchar as idempotency_key,
-    detected_hlc,
-    epoch_ms(detected_hlc >> 16) as detected_at,
-    evidence
-from untiered_tool_of('side_effects');
+select * from untiered_tool_of('side_effects');
 
 create or replace view turns as
 select t.* replace (t.findings + coalesce(u.findings, 0) as findings)

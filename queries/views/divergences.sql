@@ -14,7 +14,8 @@
 -- causal_inversion is one finding per turn: two events whose wall clocks contradict their HLC order by more than
 -- causal_inversion_tolerance_ms, or a cancel.requested and a tool.dispatched / tool.committed / third_party.ack
 -- contradicting it by more than clock_resolution_ms (medium: the wall clocks would give the opposite verdict).
--- untiered_tool_of(calls): the untiered_tool findings over a relation with side_effects' columns, named by string:
+-- untiered_tool_of(calls): the untiered_tool findings, in divergences' columns, over a relation with side_effects'
+-- columns, named by string:
 -- one per tool and UTC day, on the day's first call (a fleet calls a tool thousands of times; the remedy is one
 -- registry entry); a framework's own control tools, called to steer its loop, are no side effect to tier.
 -- divergences_of passes the calls of its rows; the derived state's read of divergences (derived/snapshot.sql)
@@ -25,9 +26,10 @@ select
     'low' as severity,
     arg_min(session_id, detected_hlc) as session_id,
     arg_min(turn_id, detected_hlc) as turn_id,
-    arg_min(tool_call_id, detected_hlc) as tool_call_id,
-    arg_min(idempotency_key, detected_hlc) as idempotency_key,
+    arg_min(tool_call_id, detected_hlc)::varchar as tool_call_id,
+    arg_min(idempotency_key, detected_hlc)::varchar as idempotency_key,
     min(detected_hlc) as detected_hlc,
+    epoch_ms(min(detected_hlc) >> 16) as detected_at,
     format('{} has no tier in its spans nor in the tool registry, so turnlens cannot tell whether it changes '
         || 'anything outside (this is its first call of the day; tool_audit counts them all). Add it to '
         || 'tool_registry.toml with its tier (read_only, button_reversible, soft_irreversible or '
