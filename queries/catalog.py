@@ -400,10 +400,10 @@ def record_store(con: duckdb.DuckDBPyConnection, store_dir: Path) -> None:
     """Writes into the catalog the folder it was written for and the digest of the SQL it was written from:
     its views name that folder's files by absolute path, so a copied or moved store is told by a recorded
     folder that is not its own, and an upgrade by a digest that is not this turnlens's (`written_for`)."""
-    path = sql_string(str(store_dir.resolve()))
     con.execute(
         f"create or replace table {STORE_TABLE} as"
-        f" select {path} as store_dir, {sql_string(sql_fingerprint())} as sql_sha256"
+        " select $dir::varchar as store_dir, $sql::varchar as sql_sha256",
+        {"dir": str(store_dir.resolve()), "sql": sql_fingerprint()},
     )
     con.execute(
         f"comment on table {STORE_TABLE} is "

@@ -232,10 +232,7 @@ def inputs_fingerprint(store_dir: Path) -> str:
     digest = hashlib.sha256()
     registry_file = store_dir / registry.REGISTRY_FILE
     digest.update(registry_file.read_bytes() if registry_file.exists() else b"")
-    for folder in (*catalog.VIEW_FOLDERS, "derived"):
-        for path in sorted((catalog.QUERIES_DIR / folder).rglob("*.sql")):
-            name = path.relative_to(catalog.QUERIES_DIR).as_posix()
-            digest.update(name.encode() + b"\0" + path.read_bytes())
+    digest.update(catalog.sql_fingerprint().encode())
     return digest.hexdigest()
 
 
@@ -448,16 +445,9 @@ class _Run:
         """Where one slice of a partition's file is written before the slices are joined."""
         return target.with_name(f".{target.stem}.slice-{slice_}.parquet")
 
-    def write_partition(
-        self, table: str, part: str, previous: Path | None, slice_: int | None = None
-    ) -> None:
-        values = {"table": table, "part": catalog.sql_string(part)}
-        if previous is None:
-            select = fill(self.steps["new_partition_rows"], values)
-        else:
-            select = fill(
-                self.steps["partition_rows"], values | {"previous": catalog.sql_string(str(previous))}
-            )
+    def write_partition(self, table: str, part: str, slice_: int | None = None) -> None:
+        """A partition's file (or one slice of it) from the rows the full build recomputed for it."""
+        select = fill(self.steps["new_partition_rows"], {"table": table, "part": catalog.sql_string(part)})
         target = self.folder / table / f"p={part}" / f"v{self.version}.parquet"
         if slice_ is not None:
             target = self.slice_file(target, slice_)
@@ -952,7 +942,7 @@ def write_unit(
     _compute_bucket(run, values, shuffle, unit)
     for part in bucket:
         for table in TABLES:
-            run.write_partition(table, part, None, slice_=slice_ if slices > 1 else None)
+            run.write_partition(table, part, slice_=slice_ if slices > 1 else None)
     _remove_tree(shuffle / "copies" / f"unit={unit}")
 
 
@@ -981,28 +971,25 @@ def _shuffle(run: _Run, units: int, present: list[str]) -> Path:
         run.step("bucket_seed", params={"unit": unit})
         run.step("seeded_fresh_traces")
         run.step("unit_inputs", params={"unit": unit})
+    files = sql_list(sorted(set(present) | {run.placeholder}))
     if units:
         run.con.execute("set partitioned_write_flush_threshold = 65536")  # a unit's rows are not all held
         run.step(
             "shuffle",
             {
-                "files": sql_list(sorted(set(present) | {run.placeholder})),
+                "files": files,
                 "copies_dir": catalog.sql_string(str(shuffle / "copies")),
                 "turns_dir": catalog.sql_string(str(shuffle / "turns")),
             },
         )
         run.con.execute("reset partitioned_write_flush_threshold")
-    files = sql_list(sorted(set(present) | {run.placeholder}))
     for unit in range(units):  # a slice its hash gave no turn (a few large turns) reads zero-row files
-        for kind, select in (
-            ("copies", f"select * from span_copies_in({files}) limit 0"),
-            ("turns", "select session_id, turn_id from turnlens_unit_turns limit 0"),
-        ):
+        for kind in ("copies", "turns"):
             folder = shuffle / kind / f"unit={unit}"
             if not folder.exists():  # not run.copy: nothing publishes these files
                 folder.mkdir(parents=True)
                 target = catalog.sql_string(str(folder / "empty.parquet"))
-                run.con.execute(f"copy ({select}) to {target} (format parquet)")
+                run.step(f"empty_unit_{kind}", {"files": files, "target": target})
     return shuffle
 
 

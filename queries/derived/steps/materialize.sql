@@ -113,6 +113,13 @@ copy (
 
 copy (select session_id, turn_id, unit from turnlens_unit_turns) to {{turns_dir}} (format parquet, partition_by (unit));
 
+-- step: empty_unit_copies
+-- a unit its hash gave no turn (a slice of a few large turns) reads zero-row files with the shuffle's columns
+copy (select * from span_copies_in({{files}}) limit 0) to {{target}} (format parquet);
+
+-- step: empty_unit_turns
+copy (select session_id, turn_id from turnlens_unit_turns limit 0) to {{target}} (format parquet);
+
 -- step: unit_job
 -- a unit's job reads its own files only (a pure function of them and of the roll-up cutoff): its turns, and the
 -- copies of every trace they need, which the recomputation (fresh.sql, phase recompute) reads as its stored copies
@@ -157,17 +164,8 @@ select distinct file
 from read_parquet({{index_traces_files}}, hive_partitioning = false)
 semi join turnlens_fresh_input using (trace_id);
 
--- step: partition_rows
--- one table of one partition as it stands now: its previous rows of turns nothing touched, and the recomputed rows of
--- the replaced turns that belong to it ({{table}}, {{part}}; {{previous}} is present when the partition was written
--- before)
-select * from read_parquet({{previous}}, hive_partitioning = false)
-anti join turnlens_replaced_turns using (session_id, turn_id)
-union all by name
-select * from turnlens_fresh_{{table}}
-semi join (select session_id, turn_id from turnlens_turn_parts where part = {{part}}) using (session_id, turn_id);
-
 -- step: new_partition_rows
+-- one table of one partition as the full build recomputed it ({{table}}, {{part}})
 select * from turnlens_fresh_{{table}}
 semi join (select session_id, turn_id from turnlens_turn_parts where part = {{part}}) using (session_id, turn_id);
 
