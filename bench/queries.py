@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +154,9 @@ def send_new_turns(store: Path, spans: int) -> int:
     return int(table.num_rows)
 
 
-def materialize_child(store: Path, threads: int | None, full: bool, fold: bool = False) -> dict[str, Any]:
+def materialize_child(
+    store: Path, threads: int | None, full: bool, fold: bool = False, extra: Sequence[str] = ()
+) -> dict[str, Any]:
     """Runs `turnlens materialize` in a child process, as the collector does; returns its summary plus the
     wall time and the child's peak RSS (the kernel's ru_maxrss, so it counts DuckDB's native memory too)."""
     command = [
@@ -171,6 +173,7 @@ def materialize_child(store: Path, threads: int | None, full: bool, fold: bool =
     command += ["--full"] if full else []
     command += ["--fold"] if fold else []
     command += ["--threads", str(threads)] if threads else []
+    command += list(extra)
     started = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.PIPE)
     assert child.stdout is not None
@@ -178,7 +181,8 @@ def materialize_child(store: Path, threads: int | None, full: bool, fold: bool =
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"turnlens materialize exited {os.waitstatus_to_exitcode(status)}")
+        code = os.waitstatus_to_exitcode(status)
+        raise SystemExit(f"turnlens materialize {' '.join(command[3:])} exited {code}")
     summary = json.loads(output.decode().strip().splitlines()[-1])
     return summary | {
         "wall_s": round(wall, 3),

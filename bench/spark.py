@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,25 +31,9 @@ import pyarrow.parquet as pq
 from turnlens.collector import segments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from queries import build_store  # noqa: E402  bench/queries.py: the same store its figures are measured on
+from queries import build_store, materialize_child  # noqa: E402  bench/queries.py: its store, its child run
 
 PROJECT_TO = (2, 4, 8, 16, 32)
-
-
-def build_child(store: Path, extra: list[str]) -> dict[str, Any]:
-    """`turnlens materialize --full` in a child process; its summary plus wall time and peak RSS."""
-    command = [sys.executable, "-m", "turnlens.cli", "materialize", "--store", str(store), "--full"]
-    command += ["--margin", "0", "--json", *extra]
-    started = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.PIPE)
-    assert child.stdout is not None
-    output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"turnlens materialize {' '.join(extra)} exited {os.waitstatus_to_exitcode(status)}")
-    summary = json.loads(output.decode().strip().splitlines()[-1])
-    return summary | {"wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
 
 
 def driver_steps(summary: dict[str, Any]) -> float:
@@ -96,10 +78,11 @@ def main() -> int:
     spans = sum(pq.ParquetFile(path).metadata.num_rows for path in segments.segment_files(store / "segments"))
     say("full build on DuckDB (2 threads, one process)")
     buckets = ["--bucket-spans", str(args.bucket_spans)]
-    duck = build_child(store, ["--threads", "2", *buckets])
+    duck = materialize_child(store, 2, full=True, extra=buckets)
     say(f"  {duck['wall_s']} s, peak {duck['peak_rss_mb']} MB")
     say(f"full build on Spark ({args.master})")
-    spark = build_child(store, ["--engine", "spark", "--master", args.master, *buckets])
+    spark_flags = ["--engine", "spark", "--master", args.master, *buckets]
+    spark = materialize_child(store, None, full=True, extra=spark_flags)
     say(f"  {spark['wall_s']} s, workers {spark['spark']['worker_peak_rss_mb']}")
     result = {
         "spans": spans,
