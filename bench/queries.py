@@ -158,7 +158,9 @@ def materialize_child(
     store: Path, threads: int | None, full: bool, fold: bool = False, extra: Sequence[str] = ()
 ) -> dict[str, Any]:
     """Runs `turnlens materialize` in a child process, as the collector does; returns its summary plus the
-    wall time and the child's peak RSS (the kernel's ru_maxrss, so it counts DuckDB's native memory too)."""
+    wall time and the child's own peak RSS (DuckDB's native memory included). The peak is the one the child
+    reports (`peak_rss_mb`, its address space's high-water mark): the kernel's ru_maxrss of a child starts
+    from this process's peak at exec, so after this process built a store it would report that instead."""
     command = [
         sys.executable,
         "-m",
@@ -186,7 +188,7 @@ def materialize_child(
     summary = json.loads(output.decode().strip().splitlines()[-1])
     return summary | {
         "wall_s": round(wall, 3),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "peak_rss_mb": summary.get("peak_rss_mb") or round(usage.ru_maxrss / 1024, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
     }
 

@@ -569,10 +569,26 @@ def materialize(
         "partitions": len(manifest.partitions),
         "seconds": round(time.perf_counter() - started, 3),
         "cpu_seconds": round(time.process_time() - cpu, 3),
+        "peak_rss_mb": peak_rss_mb(),
         "step_seconds": {name: round(seconds, 3) for name, seconds in TIMINGS.items()},
         "step_cpu_seconds": {name: round(seconds, 3) for name, seconds in CPU_TIMINGS.items()},
     }
     return summary
+
+
+def peak_rss_mb() -> float | None:
+    """This process's peak resident memory in MB (DuckDB's native memory included), from the kernel's
+    high-water mark of its own address space (`VmHWM`): unlike `ru_maxrss`, it does not count the memory of
+    the process that started it (exec carries the parent's peak into the child's `ru_maxrss`). None where
+    /proc is not available."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 def publish(run: _Run, manifest: Manifest) -> None:
