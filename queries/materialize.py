@@ -989,7 +989,8 @@ def _shuffle(run: _Run, units: int, present: list[str]) -> Path:
         run.step("unit_inputs", params={"unit": unit})
     files = sql_list(sorted(set(present) | {run.placeholder}))
     if units:
-        run.con.execute("set partitioned_write_flush_threshold = 65536")  # a unit's rows are not all held
+        # DuckDB's own flush threshold: a smaller one made the pass cost up to 2.5 times the CPU (many flushes
+        # of each thread's buffers) without lowering the peak, which the memory limit bounds either way
         run.step(
             "shuffle",
             {
@@ -998,7 +999,6 @@ def _shuffle(run: _Run, units: int, present: list[str]) -> Path:
                 "turns_dir": catalog.sql_string(str(shuffle / "turns")),
             },
         )
-        run.con.execute("reset partitioned_write_flush_threshold")
     for unit in range(units):  # a slice its hash gave no turn (a few large turns) reads zero-row files
         for kind in ("copies", "turns"):
             folder = shuffle / kind / f"unit={unit}"
