@@ -205,7 +205,7 @@ def console_sandbox() -> Any:
 
 
 def catalog_stamp() -> tuple[int, int]:
-    """Changes whenever the catalog file is replaced; part of every cached result's key."""
+    """Changes whenever the catalog file is replaced (the SQL console opens the catalogue it names)."""
     return _catalog(str(settings().store_dir)).current_stamp()
 
 
@@ -275,10 +275,12 @@ def _ttl() -> int:
     return read_settings().cache_ttl_seconds  # read at import: settings() must wait for the store to be known
 
 
+# A result is reused for the cache's TTL whatever happened to the catalogue meanwhile: the collector's
+# materialiser renames a new catalogue into place after every refresh of the derived state (every second or
+# so while spans arrive), so a cache that also ended with the catalogue file was empty on nearly every rerun,
+# and a click on a chart read the store again. Refresh now (refresh()) forgets every result at once.
 @st.cache_data(ttl=_ttl(), show_spinner=False, max_entries=512)
-def _cached(
-    store: str, stamp: tuple[int, int], name: str, params: tuple[tuple[str, Any], ...]
-) -> pd.DataFrame:
+def _cached(store: str, name: str, params: tuple[tuple[str, Any], ...]) -> pd.DataFrame:
     values = {k: list(v) if isinstance(v, tuple) else v for k, v in params}
     started = time.perf_counter()
     frame = quarantine.retrying(
@@ -293,10 +295,9 @@ def _hashable(value: Any) -> Any:
 
 
 def query(name: str, **params: Any) -> pd.DataFrame:
-    """The named query's rows, cached for the configured TTL and until the catalog changes."""
-    stamp = catalog_stamp()
+    """The named query's rows, cached for the configured TTL (read from the catalogue in place then)."""
     key = tuple(sorted((k, _hashable(v)) for k, v in params.items()))
-    frame = _cached(str(settings().store_dir), stamp, name, key)
+    frame = _cached(str(settings().store_dir), name, key)
     return frame.copy()
 
 
@@ -398,9 +399,7 @@ def run_turn(
 
 
 @st.cache_data(ttl=_ttl(), show_spinner=False, max_entries=64)
-def _cached_turn(
-    store: str, stamp: tuple[int, int], session_id: str, turn_id: str
-) -> dict[str, pd.DataFrame | str]:
+def _cached_turn(store: str, session_id: str, turn_id: str) -> dict[str, pd.DataFrame | str]:
     def read_turn() -> dict[str, pd.DataFrame | str]:
         return read(lambda con: run_turn(con, session_id, turn_id))
 
@@ -408,10 +407,11 @@ def _cached_turn(
 
 
 def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
-    """One of TURN_QUERIES for one turn, live from its traces; the page's others come from the same read."""
+    """One of TURN_QUERIES for one turn, live from its traces; the page's others come from the same read,
+    and its reruns within the cache's TTL (a click on a span, a toggle) from the same cached answers."""
     if name not in TURN_QUERIES:
         raise KeyError(f"{name!r} is not a one-turn query ({', '.join(TURN_QUERIES)})")
-    frame = _cached_turn(str(settings().store_dir), catalog_stamp(), session, turn)[name]
+    frame = _cached_turn(str(settings().store_dir), session, turn)[name]
     if isinstance(frame, str):
         raise StoreNotReady(frame)
     return frame.copy()
