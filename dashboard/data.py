@@ -34,6 +34,9 @@ SQL_DIR = Path(__file__).resolve().parent / "sql"
 STORE_ENV = "TURNLENS_STORE"
 REFRESH_ENV = "TURNLENS_DASHBOARD_REFRESH"  # seconds between automatic refreshes; 0 turns them off
 CACHE_TTL_ENV = "TURNLENS_DASHBOARD_CACHE_TTL"  # seconds a query result is reused
+# Short enough that a finding the materialiser published is on a page within seconds (results outlive a
+# catalogue rewrite), long enough that the pages of one refresh share their queries.
+DEFAULT_CACHE_TTL_S = 5
 MEMORY_ENV = "TURNLENS_DASHBOARD_MEMORY"  # DuckDB memory_limit of the dashboard, e.g. 25% or 4GB
 
 
@@ -47,7 +50,7 @@ class Settings:
 
     store_dir: Path
     refresh_seconds: int = 0
-    cache_ttl_seconds: int = 15
+    cache_ttl_seconds: int = DEFAULT_CACHE_TTL_S
     sql_row_limit: int = 10_000
     sql_time_limit_seconds: float = 10.0
     memory_limit: str = "25%"  # DuckDB's own default is 80 % of RAM; the collector shares this machine
@@ -72,7 +75,8 @@ def read_settings() -> Settings:
     flags = _flags(sys.argv[1:])
     store = flags.store or os.environ.get(STORE_ENV) or "./turnlens-data"
     refresh = flags.refresh if flags.refresh is not None else int(os.environ.get(REFRESH_ENV, "0"))
-    ttl = flags.cache_ttl if flags.cache_ttl is not None else int(os.environ.get(CACHE_TTL_ENV, "15"))
+    ttl_env = int(os.environ.get(CACHE_TTL_ENV, DEFAULT_CACHE_TTL_S))
+    ttl = flags.cache_ttl if flags.cache_ttl is not None else ttl_env
     memory = os.environ.get(MEMORY_ENV, Settings.memory_limit)
     return Settings(
         store_dir=Path(store).expanduser().resolve(),
