@@ -77,7 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="keep running: a refresh every SECONDS after the last one ended (what the collector runs)",
+        help="keep running: a refresh starts every SECONDS, at once after one that took longer (what the"
+        " collector runs)",
     )
     mat.add_argument(
         "--fold",
@@ -276,10 +277,15 @@ def run_materialize(args: argparse.Namespace) -> int:
         return 2
     parent = os.environ.get("TURNLENS_PARENT_PID")  # set by the collector that started this loop
     while True:
+        started = time.monotonic()
         code = _materialize_once(args)
         if args.every is None:
             return code
-        time.sleep(args.every)
+        # runs start every interval: a refresh that took longer is followed at once, as spans kept
+        # arriving meanwhile (a pause after it would add the interval to every finding's wait); a busy
+        # store or a failed run waits a whole interval
+        ran = time.monotonic() - started if code == 0 else 0.0
+        time.sleep(max(0.0, args.every - ran))
         if parent and os.getppid() != int(parent):  # the collector is gone (where the kernel did not say)
             return code
 

@@ -900,16 +900,18 @@ def _full_build(
     run.fresh_phase("recompute", values)
     for table in TABLES:
         run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
-    publish(run, manifest)  # readers see an empty state that says a build is under way
+    if len(buckets) > 1:  # readers see an empty state that says a build is under way (a build of one bucket
+        publish(run, manifest)  # publishes once, whole: each publish rewrites the catalogue)
     shuffle = _shuffle(run, sum(slices for _, slices in buckets), present)
     jobs: list[tuple[list[str], range]] = []  # each bucket with the units that compute it
     first = 0
     for bucket, slices in buckets:
         jobs.append((bucket, range(first, first + slices)))
         first += slices
-    for bucket in engine(run, values, jobs, shuffle):
+    for done, bucket in enumerate(engine(run, values, jobs, shuffle), start=1):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
-        publish(run, manifest)
+        if done < len(jobs):  # the last bucket is published whole, below
+            publish(run, manifest)
     _remove_tree(shuffle)
     manifest = replace(manifest, partitions_total=None, built_unix=time.time())
     publish(run, manifest)
