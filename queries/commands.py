@@ -318,6 +318,7 @@ def _materialize_once(args: argparse.Namespace) -> int:
                 engine=engine,
                 bucket_spans=args.bucket_spans,
                 deltas_max=0 if args.fold else materialize.DEFAULT_DELTAS_MAX,
+                bootstrap=args.every is not None,  # a loop's first run on a small store: readable sooner
             ),
         )
     except materialize.MaterializeBusy as exc:
