@@ -10,7 +10,6 @@ than the one already published.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -25,6 +24,7 @@ import duckdb
 import pyarrow as pa
 from turnlens.collector import compaction, leases, quarantine, segments
 from turnlens.kernel import layout
+from turnlens.queries import manifest as derived_manifest
 from turnlens.queries import registry, settings, turn_queries
 from turnlens.queries.sqlfiles import QUERIES_DIR as QUERIES_DIR
 from turnlens.queries.sqlfiles import TABLE_FOLDER as TABLE_FOLDER
@@ -40,6 +40,7 @@ from turnlens.queries.sqlfiles import parse_view as parse_view
 from turnlens.queries.sqlfiles import read_order as read_order
 from turnlens.queries.sqlfiles import retrying as retrying
 from turnlens.queries.sqlfiles import split_statements as split_statements
+from turnlens.queries.sqlfiles import sql_fingerprint as sql_fingerprint
 from turnlens.queries.sqlfiles import sql_string as sql_string
 
 CATALOG_FILE = layout.CATALOG_FILE
@@ -361,13 +362,11 @@ def apply_snapshot(
 ) -> None:
     """Replaces the derived views by reads of the store's derived partitions, when it has usable ones; says in
     turnlens_snapshot what they cover (or that nothing is built yet)."""
-    from turnlens.queries import materialize  # it builds on this module
-
-    manifest = materialize.current_snapshot(store_dir)
+    manifest = derived_manifest.current_snapshot(store_dir)
     if manifest is None:
-        materialize.apply_no_state(con)
+        derived_manifest.apply_no_state(con)
     else:
-        materialize.apply_snapshot_sql(con, segments_glob, manifest)
+        derived_manifest.apply_snapshot_sql(con, segments_glob, manifest)
     con.execute(
         "comment on view turnlens_snapshot is "
         + sql_string(
@@ -377,23 +376,13 @@ def apply_snapshot(
     )
     if manifest is not None:
         for view in views:
-            if view.name in materialize.VIEWS:
+            if view.name in derived_manifest.VIEWS:
                 comment_view(con, view)
 
 
 # --- the store a catalog belongs to ---------------------------------------------------------------------
 
 STORE_TABLE = "turnlens_store"
-
-
-def sql_fingerprint() -> str:
-    """A digest of the SQL a catalog is written from (the views and the derived state's reads): a catalog
-    written by another version of turnlens is told by a recorded digest that is not this one."""
-    digest = hashlib.sha256()
-    for folder in (*VIEW_FOLDERS, "derived"):
-        for path in sorted((QUERIES_DIR / folder).rglob("*.sql")):
-            digest.update(path.relative_to(QUERIES_DIR).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def record_store(con: duckdb.DuckDBPyConnection, store_dir: Path) -> None:
