@@ -83,7 +83,7 @@ HELP = {
     "retention": "drop data received longer ago than this (e.g. 30d); unset keeps everything",
     "compact_interval": "how often small segments are merged (e.g. 5m)",
     "grace": "how long replaced segments and snapshots stay on disk for readers outside turnlens (e.g. 5m)",
-    "materialize_interval": "how often a refresh of the per-turn views starts (e.g. 1s; at once after a"
+    "materialize_interval": "how often a refresh of the per-turn views starts (e.g. 1s; half of it after a"
     " longer one), or 'off'",
     "materialize_margin": "a refresh covers the spans received up to this long before it starts (e.g. 1s)",
     "shutdown_grace": "on SIGTERM, how long in-flight requests may take before the store is flushed",

@@ -77,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="keep running: a refresh starts every SECONDS, at once after one that took longer (what the"
+        help="keep running: a refresh starts every SECONDS, or SECONDS/2 after one that took longer (what the"
         " collector runs)",
     )
     mat.add_argument(
@@ -281,11 +281,11 @@ def run_materialize(args: argparse.Namespace) -> int:
         code = _materialize_once(args)
         if args.every is None:
             return code
-        # runs start every interval: a refresh that took longer is followed at once, as spans kept
-        # arriving meanwhile (a pause after it would add the interval to every finding's wait); a busy
-        # store or a failed run waits a whole interval
+        # runs start every interval; one that took longer is followed after half an interval, not a whole
+        # one (the pause adds to every finding's wait), but still a pause: replaced files are deleted only
+        # while no run holds its reader lease. A busy store or a failed run waits a whole interval
         ran = time.monotonic() - started if code == 0 else 0.0
-        time.sleep(max(0.0, args.every - ran))
+        time.sleep(max(args.every / 2, args.every - ran))
         if parent and os.getppid() != int(parent):  # the collector is gone (where the kernel did not say)
             return code
 
