@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,36 +79,76 @@ def timed_templates(start_ns: int) -> list[TimedTemplate]:
     return timed
 
 
-def send_background(url: str, rate: float, seconds: float, sender: int, acked: Any) -> None:
+class Patcher:
+    """Makes copies of one template fast: the template's bytes cut at every id and time, so that a copy is one
+    join of the fixed pieces with the copy's ids and moved times (no per-byte work in Python)."""
+
+    def __init__(self, timed: TimedTemplate) -> None:
+        template = timed.template
+        data = template.data
+        cuts = sorted(
+            [(at, 4, "b") for at in template.binary_id_offsets]
+            + [(at, 8, "t") for at in template.text_id_offsets]
+            + [(at, 8, "q") for at in timed.time_offsets]
+        )
+        self.pieces: list[bytes] = []
+        self.kinds: list[str] = []
+        at = 0
+        kept = []
+        for offset, width, kind in cuts:
+            if offset < at:  # a "time" inside an id's bytes: not a time
+                assert kind == "q", f"ids overlap at {offset}"
+                continue
+            kept.append((offset, width, kind))
+            self.pieces.append(data[at:offset])
+            self.kinds.append(kind)
+            at = offset + width
+        self.tail = data[at:]
+        self.times = [struct.unpack_from("<Q", data, at)[0] for at, _, kind in kept if kind == "q"]
+        self.spans = template.spans
+        self.first_ns = timed.first_ns
+
+    def copy(self, number: int, now_ns: int) -> bytes:
+        binary, text = number.to_bytes(4, "big"), f"{number:08x}".encode()
+        shift = now_ns - self.first_ns
+        moved = struct.pack(f"<{len(self.times)}Q", *[t + shift for t in self.times])
+        times = iter(moved[i : i + 8] for i in range(0, len(moved), 8))
+        out: list[bytes] = []
+        for piece, kind in zip(self.pieces, self.kinds, strict=True):
+            out.append(piece)
+            out.append(binary if kind == "b" else text if kind == "t" else next(times))
+        out.append(self.tail)
+        return b"".join(out)
+
+
+def send_background(url: str, rate: float, seconds: float, sender: int, acked: Any, cpu: Any) -> None:
     """Posts copies of the templates at `rate` spans/s for `seconds`, each copy's ids new and its times moved
-    so that its first span starts now."""
+    so that its first span starts now. Adds the spans acknowledged to `acked`, its CPU seconds to `cpu`."""
     host, port = url.split("//")[1].split("/")[0].split(":")
-    templates = timed_templates(time.time_ns())
+    patchers = [Patcher(timed) for timed in timed_templates(time.time_ns())]
     connection = http.client.HTTPConnection(host, int(port), timeout=60)
     started = time.monotonic()
+    cpu_started = time.process_time()
     sent = 0
     copy = 1_000_000 * (sender + 1)  # copy numbers no other sender (nor the probes) uses
     while time.monotonic() - started < seconds:
         copy += 1
-        for timed in templates:
+        for patcher in patchers:
             behind = sent / rate - (time.monotonic() - started)
             if behind > 0:
                 time.sleep(behind)
-            buf = bytearray(timed.template.data)
-            for offset in timed.template.binary_id_offsets:
-                buf[offset : offset + 4] = copy.to_bytes(4, "big")
-            for offset in timed.template.text_id_offsets:
-                buf[offset : offset + 8] = f"{copy:08x}".encode()
-            shift = time.time_ns() - timed.first_ns
-            for offset in timed.time_offsets:
-                struct.pack_into("<Q", buf, offset, struct.unpack_from("<Q", buf, offset)[0] + shift)
-            connection.request("POST", "/v1/traces", bytes(buf), {"Content-Type": "application/x-protobuf"})
+            body = patcher.copy(copy, time.time_ns())
+            connection.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
             response = connection.getresponse()
             response.read()
             if response.status == 200:
                 with acked.get_lock():
-                    acked.value += timed.template.spans
-            sent += timed.template.spans
+                    acked.value += patcher.spans
+            sent += patcher.spans
+            if time.monotonic() - started >= seconds:
+                break
+    with cpu.get_lock():
+        cpu.value += time.process_time() - cpu_started
 
 
 @dataclass
@@ -219,11 +260,14 @@ def main() -> int:
     shutil.copy(REPO / "sample_data" / "tool_registry.toml", store / "tool_registry.toml")
     port = free_port()
     collector = start_collector(store, port)
+    collector_started = time.time()
     url = f"http://127.0.0.1:{port}/v1/traces"
     acked = multiprocessing.Value("q", 0)
-    senders = [
+    sender_cpu = multiprocessing.Value("d", 0.0)
+    senders = [  # the traffic runs through the warm-up and the whole probing window
         multiprocessing.Process(
-            target=send_background, args=(url, args.rate / args.senders, args.seconds, i, acked)
+            target=send_background,
+            args=(url, args.rate / args.senders, args.warmup + args.seconds, i, acked, sender_cpu),
         )
         for i in range(args.senders)
     ]
@@ -235,8 +279,10 @@ def main() -> int:
         for sender in senders:
             sender.start()
         watcher.start()
-        time.sleep(args.warmup)  # the first full build of the empty store, then steady refreshes
-        started = time.monotonic()
+        time.sleep(args.warmup)  # the materialiser's first run, then steady refreshes
+        started, window_started = time.monotonic(), time.time()
+        acked_before, cpu_before = acked.value, process_cpu(collector.pid)
+        cpu_before["bench (probes, watcher)"] = time.process_time()
         seed = 0
         while time.monotonic() - started < args.seconds:
             seed += 1
@@ -244,11 +290,15 @@ def main() -> int:
             with lock:
                 probes.append(probe)
             time.sleep(max(0.0, args.probe_every - (time.time() - probe.sent_at)))
-        sent_for = time.monotonic() - started + args.warmup
-        spans_acked = acked.value
+        window = time.monotonic() - started
+        window_ended = time.time()
+        spans_in_window = acked.value - acked_before
+        cpu_after = process_cpu(collector.pid)
+        cpu_after["bench (probes, watcher)"] = time.process_time()
         load_during = os.getloadavg()[0]
         for sender in senders:
             sender.join(30)
+        spans_acked = acked.value
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             with lock:
@@ -269,10 +319,22 @@ def main() -> int:
         "freshness_p50_s": round(statistics.median(seen), 2) if seen else None,
         "freshness_p99_s": round(seen[min(len(seen) - 1, int(len(seen) * 0.99))], 2) if seen else None,
         "freshness_max_s": round(seen[-1], 2) if seen else None,
-        "background_spans_per_s": round(spans_acked / sent_for, 0),
-        "seconds": round(sent_for, 1),
+        "rate_requested_spans_per_s": args.rate,
+        # acknowledged background spans per second while the probes were sent, and over the whole traffic
+        "background_spans_per_s": round(spans_in_window / window, 0),
+        "background_spans_per_s_all": round(spans_acked / (args.warmup + window), 0),
+        "background_spans": spans_acked,
+        "seconds": round(window, 1),
+        "warmup_s": args.warmup,
+        # CPU seconds (user + system) during the probing window, per second of it
+        "cpu_per_s": {
+            name: round((cpu_after.get(name, 0.0) - cpu_before.get(name, 0.0)) / window, 2)
+            for name in sorted(set(cpu_after) | set(cpu_before))
+        },
+        "sender_cpu_s": round(sender_cpu.value, 1),
+        **refreshes(store, collector_started, window_started, window_ended),
+        "load_average_1m": round(load_during, 2),
         "load_average_1m_before": round(load_before, 2),
-        "load_average_1m_during": round(load_during, 2),
         "cores": os.cpu_count(),
     }
     say(f"store {store}")
@@ -280,6 +342,54 @@ def main() -> int:
     if args.store is None:
         shutil.rmtree(store, ignore_errors=True)
     return 0 if len(seen) == len(probes) else 1
+
+
+def process_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of the collector and of its maintenance children, by role."""
+    import psutil
+
+    totals: dict[str, float] = defaultdict(float)
+    try:
+        parent = psutil.Process(pid)
+        processes = [("collector", parent)] + [
+            ("materializer" if "materialize" in child.cmdline() else "compaction", child)
+            for child in parent.children(recursive=True)
+        ]
+        for role, process in processes:
+            times = process.cpu_times()
+            totals[role] += times.user + times.system
+    except psutil.Error:
+        pass
+    return dict(totals)
+
+
+def refreshes(
+    store: Path, collector_started: float, window_started: float, window_ended: float
+) -> dict[str, Any]:
+    """What the published versions of the derived state say: when the first one came (after the collector
+    started), how often one was published while probes were sent, and how far behind its publication its
+    watermark was (the margin plus the run's own time)."""
+    published = []
+    for path in (store / "derived" / "manifests").glob("v*.json"):
+        try:
+            body = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        built, mark = float(body["built_unix"]), int(body["watermark"]) / 1e9
+        published.append((built, mark, body.get("partitions_total")))
+    published.sort()
+    whole = [(built, mark) for built, mark, total in published if total is None]
+    in_window = [(built, mark) for built, mark in whole if window_started <= built <= window_ended]
+    gaps = [b - a for (a, _), (b, _) in zip(in_window, in_window[1:], strict=False)]
+    behind = [built - mark for built, mark in in_window]
+    return {
+        "first_publish_s": round(whole[0][0] - collector_started, 1) if whole else None,
+        "refreshes_in_window": len(in_window),
+        "refresh_gap_p50_s": round(statistics.median(gaps), 2) if gaps else None,
+        "refresh_gap_max_s": round(max(gaps), 2) if gaps else None,
+        "watermark_behind_p50_s": round(statistics.median(behind), 2) if behind else None,
+        "watermark_behind_max_s": round(max(behind), 2) if behind else None,
+    }
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 
 Children, not threads: compaction holds a batch of segments in memory to sort it, and the derived state's
 DuckDB work takes a core for a second at a time (and up to its memory limit in a full build); the collector's
-own memory and its answers to exporters must depend on neither. The children run at a lower CPU priority; a
+own memory and its answers to exporters must depend on neither. The children run at a lower CPU priority
+than the collector (compaction at nice 10, the materialiser at nice 3: its speed is the views' freshness); a
 run still going when the next is due is not doubled, and a child that finds another process maintaining the
 store (exit 75) waits for the next interval. The materialiser refreshes every second or so in one process
 (starting an interpreter per refresh would cost as much as the refresh); when it exits it is started again
@@ -27,7 +28,11 @@ import sys
 import threading
 from collections.abc import Callable
 
-NICE = 10
+NICE = 10  # compaction: bulk work that may wait
+# the materialiser: its speed is how fresh the per-turn views are, and on a busy host a process at nice 10
+# gets about a tenth of a fair share (CFS weight 110 against 1024): measured, 0.03 CPU-s per second beside a
+# load of 11-16, so its first run never ended; nice 3 (weight 423) still yields to the collector's threads
+MATERIALIZE_NICE = 3
 BUSY = 75  # EX_TEMPFAIL: another process holds the store's maintenance or snapshot lock
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PARENT_PID_ENV = "TURNLENS_PARENT_PID"  # set for a child: the collector's pid, which it may check is alive
@@ -48,15 +53,15 @@ def _prctl() -> Callable[..., int] | None:
 _PRCTL = _prctl()  # looked up before any fork: the child between fork and exec must not load libraries
 
 
-def child_setup(parent_pid: int) -> Callable[[], None]:
-    """What a child runs between fork and exec: a lower CPU priority, and SIGKILL when its parent dies.
+def child_setup(parent_pid: int, nice: int = NICE) -> Callable[[], None]:
+    """What a child runs between fork and exec: a lower CPU priority (`nice`), SIGKILL when its parent dies.
 
     PR_SET_PDEATHSIG survives exec; checking the parent pid after setting it closes the race with a parent
     that died before the call (the child has already been handed to another process then).
     """
 
     def setup() -> None:
-        os.nice(NICE)
+        os.nice(nice)
         if _PRCTL is not None:
             _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             if os.getppid() != parent_pid:
@@ -66,12 +71,13 @@ def child_setup(parent_pid: int) -> Callable[[], None]:
 
 
 class ChildLoop:
-    """Runs `turnlens <args>` every `interval_s` seconds until stopped."""
+    """Runs `turnlens <args>` every `interval_s` seconds until stopped, at CPU priority `nice`."""
 
-    def __init__(self, name: str, args: list[str], interval_s: float) -> None:
+    def __init__(self, name: str, args: list[str], interval_s: float, nice: int = NICE) -> None:
         self.name = name
         self.args = args
         self.interval_s = interval_s
+        self.nice = nice
         self.runs = 0
         self.failures = 0
         self._stopping = threading.Event()
@@ -88,7 +94,7 @@ class ChildLoop:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 env={**os.environ, PARENT_PID_ENV: str(os.getpid())},
-                preexec_fn=child_setup(os.getpid()),  # noqa: PLW1509 - no threads run in the child before exec
+                preexec_fn=child_setup(os.getpid(), self.nice),  # noqa: PLW1509 - no threads run in the child before exec
             )
             code = self._child.wait()
             self.runs += 1

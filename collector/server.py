@@ -11,7 +11,7 @@ import time
 
 from turnlens.collector.grpc_receiver import GrpcReceiver
 from turnlens.collector.http_receiver import HttpReceiver
-from turnlens.collector.maintenance import ChildLoop
+from turnlens.collector.maintenance import MATERIALIZE_NICE, ChildLoop
 from turnlens.collector.receiver import Receiver
 from turnlens.collector.settings import CollectorSettings, parse_address
 from turnlens.collector.store import PrepareStore, Store
@@ -82,6 +82,7 @@ class Collector:
                         *grace,
                     ],
                     settings.materialize_interval_s,
+                    nice=MATERIALIZE_NICE,
                 )
             )
         for loop in self.maintenance:

@@ -31,7 +31,7 @@ class CollectorSettings:
     retention: str | None = None  # e.g. 30d: drop the days of data received longer ago than this
     compact_interval: str = "5m"  # how often the collector compacts small segments
     grace: str = "5m"  # how long replaced files stay for readers outside turnlens (an analyst's own DuckDB)
-    materialize_interval: str = "1s"  # pause between refreshes of the per-turn views; "off" never
+    materialize_interval: str = "1s"  # how often a refresh of the per-turn views starts; "off" never
     materialize_margin: str = "1s"  # a refresh covers spans received up to this long before it starts
     shutdown_grace: str = "10s"  # on SIGTERM, how long in-flight requests may take to finish
     read_timeout: str = "30s"  # a request's body must have arrived this long after its headers; else 408
@@ -83,7 +83,8 @@ HELP = {
     "retention": "drop data received longer ago than this (e.g. 30d); unset keeps everything",
     "compact_interval": "how often small segments are merged (e.g. 5m)",
     "grace": "how long replaced segments and snapshots stay on disk for readers outside turnlens (e.g. 5m)",
-    "materialize_interval": "pause between refreshes of the per-turn views (e.g. 1s), or 'off'",
+    "materialize_interval": "how often a refresh of the per-turn views starts (e.g. 1s; half of it after a"
+    " longer one), or 'off'",
     "materialize_margin": "a refresh covers the spans received up to this long before it starts (e.g. 1s)",
     "shutdown_grace": "on SIGTERM, how long in-flight requests may take before the store is flushed",
     "read_timeout": "how long a request body may take to arrive after its headers (e.g. 30s); slower: 408",

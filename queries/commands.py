@@ -77,7 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="keep running: a refresh every SECONDS after the last one ended (what the collector runs)",
+        help="keep running: a refresh starts every SECONDS, or SECONDS/2 after one that took longer (what the"
+        " collector runs)",
     )
     mat.add_argument(
         "--fold",
@@ -276,10 +277,15 @@ def run_materialize(args: argparse.Namespace) -> int:
         return 2
     parent = os.environ.get("TURNLENS_PARENT_PID")  # set by the collector that started this loop
     while True:
+        started = time.monotonic()
         code = _materialize_once(args)
         if args.every is None:
             return code
-        time.sleep(args.every)
+        # runs start every interval; one that took longer is followed after half an interval, not a whole
+        # one (the pause adds to every finding's wait), but still a pause: replaced files are deleted only
+        # while no run holds its reader lease. A busy store or a failed run waits a whole interval
+        ran = time.monotonic() - started if code == 0 else 0.0
+        time.sleep(max(args.every / 2, args.every - ran))
         if parent and os.getppid() != int(parent):  # the collector is gone (where the kernel did not say)
             return code
 
@@ -312,6 +318,7 @@ def _materialize_once(args: argparse.Namespace) -> int:
                 engine=engine,
                 bucket_spans=args.bucket_spans,
                 deltas_max=0 if args.fold else materialize.DEFAULT_DELTAS_MAX,
+                bootstrap=args.every is not None,  # a loop's first run on a small store: readable sooner
             ),
         )
     except materialize.MaterializeBusy as exc:

@@ -218,6 +218,14 @@ class _Run:
             ).fetchall()
         ]
 
+    def stored_copies(self) -> int:
+        """The copies the store's segments hold, from their footers."""
+        started = time.perf_counter()
+        query = "select coalesce(sum(num_rows), 0) from parquet_file_metadata($glob)"
+        [(rows,)] = self.con.execute(query, {"glob": self.segments_glob}).fetchall()
+        TIMINGS["stored copies"] += time.perf_counter() - started
+        return int(rows)
+
     def write_chunk(self, files: list[str]) -> None:
         """A chunk of the trace -> segment index for `files` (the placeholder keeps the list non-empty)."""
         listed = {"files": sql_list(sorted(set(files) | {self.placeholder}))}
@@ -319,6 +327,7 @@ def materialize(
     grace_s: float = GRACE_S,
     deltas_max: int = DEFAULT_DELTAS_MAX,
     engine: BucketEngine | None = None,
+    bootstrap: bool = False,
 ) -> dict[str, Any]:
     """Brings the store's derived state up to now minus `margin_s` and rewrites the catalogue to read it.
 
@@ -326,6 +335,9 @@ def materialize(
     retired for deletion after `grace_s`, like a replaced segment. A refresh writes the recomputed turns as a
     delta and folds the deltas into the partitions' files once more than `deltas_max` are named (0: at once).
 
+    With `bootstrap` (the collector's loop), a store without usable derived state that holds no more than one
+    bucket of copies gets an empty state covering nothing, and the run goes on as a refresh that takes every
+    copy as new: publishing once, without the full build's passes over the store (`_bootstrap`).
     A refresh when the current manifest is whole and written under the store's inputs, else a full build,
     whose buckets `engine` computes (local_buckets, on this connection, by default; queries/spark_engine.py's
     on a Spark cluster). A refresh always runs here: it reads what changed, not the store.
@@ -346,6 +358,11 @@ def materialize(
             run = _Run(store_dir, segments_glob, con, watermark, version)
             if previous is not None and previous.complete and not full:
                 manifest, summary = _refresh(run, previous, deltas_max)
+            elif bootstrap and not full and run.stored_copies() <= bucket_spans:
+                empty = _bootstrap(run, found)
+                run = _Run(store_dir, segments_glob, con, watermark, version + 1)
+                manifest, summary = _refresh(run, empty, deltas_max)
+                summary["mode"] = "bootstrap"
             else:
                 manifest, summary = _full_build(run, found, bucket_spans, engine or local_buckets)
         finally:
@@ -653,6 +670,40 @@ def _roll_up(run: _Run, manifest: Manifest) -> Manifest:
     return replace(manifest, partitions=partitions)
 
 
+def _bootstrap(run: _Run, found: Manifest | None) -> Manifest:
+    """An empty, whole state covering no copy (watermark 0), written but not published: its zero-row files
+    and an index chunk of no segment. A refresh from it takes every copy of the store as new, and is the
+    version published; a store of a few minutes of spans is thus readable after one refresh's time instead
+    of a full build's."""
+    run.write_chunk([])
+    manifest = Manifest(
+        folder=run.folder,
+        version=run.version,
+        inputs_sha256=inputs_fingerprint(run.store_dir),
+        watermark=0,
+        built_unix=time.time(),
+        partitions={},
+        chunks=[run.version],
+        template=run.version,
+        retiring=list(found.retiring) if found else [],
+    )
+    run.step("empty_state")
+    values = {
+        "watermark": str(2**62),
+        "new_copy_files": sql_list([run.placeholder]),
+        "new_segments": sql_list([]),
+        "cutoff": str(run.cutoff),
+        "index_traces_files": sql_list(manifest.chunk_files("traces")),
+        "input_files": sql_list([run.placeholder]),
+    }
+    # held as the refresh that follows holds them (it replaces each by a relation of the same kind)
+    run.fresh_phase("touched", values, HELD_TOUCHED)
+    run.fresh_phase("recompute", values, HELD_RECOMPUTED)
+    for table in TABLES:
+        run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
+    return manifest
+
+
 def _full_build(
     run: _Run, found: Manifest | None, bucket_spans: int, engine: BucketEngine
 ) -> tuple[Manifest, dict[str, Any]]:
@@ -706,16 +757,18 @@ def _full_build(
     run.fresh_phase("recompute", values)
     for table in TABLES:
         run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
-    publish(run, manifest)  # readers see an empty state that says a build is under way
+    if len(buckets) > 1:  # readers see an empty state that says a build is under way (a build of one bucket
+        publish(run, manifest)  # publishes once, whole: each publish rewrites the catalogue)
     shuffle = _shuffle(run, sum(slices for _, slices in buckets), present)
     jobs: list[tuple[list[str], range]] = []  # each bucket with the units that compute it
     first = 0
     for bucket, slices in buckets:
         jobs.append((bucket, range(first, first + slices)))
         first += slices
-    for bucket in engine(run, values, jobs, shuffle):
+    for done, bucket in enumerate(engine(run, values, jobs, shuffle), start=1):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
-        publish(run, manifest)
+        if done < len(jobs):  # the last bucket is published whole, below
+            publish(run, manifest)
     _remove_tree(shuffle)
     manifest = replace(manifest, partitions_total=None, built_unix=time.time())
     publish(run, manifest)

@@ -336,6 +336,32 @@ def test_a_change_of_the_views_inputs_rebuilds_partition_by_partition(
         ).fetchall() == [(4, None, True)]
 
 
+def test_the_loops_first_run_on_a_small_store_is_one_refresh_from_nothing(
+    staged: StagedStore, contract_turn: Any, tmp_path: Path, builders: SimpleNamespace
+) -> None:
+    """The collector's materialiser starting on a store of a few turns publishes its first version once, as a
+    refresh that takes every copy as new, not as a full build; that version and the refreshes after it are
+    what the live views compute. A store larger than a bucket still gets the full build."""
+    early = contract_turn(turn="early", key="k-early", trace="te", session="s-early")
+    late = shifted(contract_turn(turn="late", key="k-late", trace="tl", session="s-late"), 5 * MINUTE_MS)
+    staged.send(early, at_ms=5 * MINUTE_MS + 4000)
+    first = staged.refresh(5 * MINUTE_MS + 5000, bootstrap=True)
+    assert first["mode"] == "bootstrap" and first["touched_turns"] == 1
+    published = sorted(path.name for path in (staged.dir / "derived" / "manifests").glob("v*.json"))
+    assert published == [f"v{first['version']}.json"], "one version published"
+    staged.assert_equal_to_live()
+
+    staged.send(late, at_ms=5 * MINUTE_MS + 8000)
+    second = staged.refresh(5 * MINUTE_MS + 9000, bootstrap=True)
+    assert second["mode"] == "refresh" and second["touched_turns"] == 1
+    staged.assert_equal_to_live()
+
+    larger = StagedStore(tmp_path / "larger", builders)
+    larger.send(early, at_ms=4000)
+    assert larger.refresh(5000, bootstrap=True, bucket_spans=1)["mode"] == "full"
+    larger.assert_equal_to_live()
+
+
 def test_a_copy_stamped_before_the_watermark_but_stored_after_it_is_not_missed(
     staged: StagedStore, contract_turn: Any
 ) -> None:

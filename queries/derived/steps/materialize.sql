@@ -61,6 +61,23 @@ select * from turnlens_all_trace_links;
 create or replace temp view turnlens_dropped_traces as
 select ''::varchar as trace_id where false;
 
+-- step: empty_state
+-- a store's first state when it is small (queries/materialize.py, _bootstrap): no trace known yet, so the refresh that
+-- follows takes every copy as new
+create or replace temp view turnlens_prev_trace_turns as
+select ''::varchar as trace_id, ''::varchar as session_id, ''::varchar as turn_id, ''::varchar as part where false;
+
+create or replace temp view turnlens_prev_trace_keys as
+select ''::varchar as trace_id, ''::varchar as idempotency_key, ''::varchar as session_id, ''::varchar as turn_id
+where false;
+
+create or replace temp view turnlens_prev_trace_links as
+select ''::varchar as trace_id, ''::varchar as linked_trace_id, ''::varchar as session_id, ''::varchar as turn_id
+where false;
+
+create or replace temp view turnlens_dropped_traces as
+select ''::varchar as trace_id where false;
+
 -- step: turn_sizes
 -- a full build's partitions, newest first, with the stored copies of their turns: buckets are cut from this list
 select turnlens_partition_of(min(started), $cutoff) as part, sum(spans)::bigint as spans
