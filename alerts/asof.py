@@ -18,11 +18,12 @@ from datetime import UTC, datetime
 
 import duckdb
 from turnlens.kernel.durations import parse_duration, parse_time
+from turnlens.queries import catalog
 
 NOW = "now"
 NEWEST = "newest"
-# The newest data, as the dashboard's windows have always measured it (dashboard/sql/store_bounds.sql).
-NEWEST_SQL = "select max(last_seen_wall_ns) // 1000000 from turns"
+# The named query the runner and the dashboard both read the newest data from (queries/named/store_bounds.sql)
+STORE_BOUNDS = "store_bounds"
 _RELATIVE = re.compile(r"^(now|newest)\s*(?:([+-])\s*(\S+))?$")
 
 
@@ -72,10 +73,13 @@ def resolve(text: str, newest: Callable[[], datetime | None], wall: datetime | N
 
 def newest_data(con: duckdb.DuckDBPyConnection) -> datetime | None:
     """The newest data of a store: when the last span of its newest turn was seen (wall clock, UTC)."""
-    row = con.execute(NEWEST_SQL).fetchone()
-    if not row or row[0] is None:
+    result = catalog.run_named(con, STORE_BOUNDS, {})
+    columns = [column[0] for column in result.description or ()]
+    row = result.fetchone()
+    newest = row[columns.index("newest_ms")] if row else None
+    if newest is None:
         return None
-    return datetime.fromtimestamp(int(row[0]) / 1000, tz=UTC)
+    return datetime.fromtimestamp(int(newest) / 1000, tz=UTC)
 
 
 def describe(text: str) -> str:

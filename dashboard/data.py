@@ -30,6 +30,9 @@ from turnlens.queries import catalog, turn_queries
 T = TypeVar("T")
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
+# the pages' queries that are the project's named queries (queries/named/), so that `turnlens query` and the
+# alert runner answer the same: store_bounds is where `?asof=newest` and `--at newest` both end
+SHARED = ("store_bounds",)
 
 STORE_ENV = "TURNLENS_STORE"
 REFRESH_ENV = "TURNLENS_DASHBOARD_REFRESH"  # seconds between automatic refreshes; 0 turns them off
@@ -218,16 +221,17 @@ def catalog_stamp() -> tuple[int, int]:
 
 @functools.cache
 def load_sql(name: str) -> str:
-    """The text of `dashboard/sql/<name>.sql`."""
-    path = SQL_DIR / f"{name}.sql"
+    """The text of `dashboard/sql/<name>.sql`, or of `queries/named/<name>.sql` for a query of SHARED."""
+    folder = catalog.QUERIES_DIR / catalog.NAMED_FOLDER if name in SHARED else SQL_DIR
+    path = folder / f"{name}.sql"
     if not path.is_file():
         raise KeyError(f"no named query {name!r} in {SQL_DIR}")
     return path.read_text()
 
 
 def query_names() -> list[str]:
-    """Every named query the dashboard ships."""
-    return sorted(p.stem for p in SQL_DIR.glob("*.sql"))
+    """Every named query the pages run: the dashboard's own, and those it shares (SHARED)."""
+    return sorted([p.stem for p in SQL_DIR.glob("*.sql")] + list(SHARED))
 
 
 def _missing_view(exc: duckdb.Error) -> str | None:

@@ -68,6 +68,11 @@ def test_the_recorded_incident_pages_once_per_alert_and_the_dashboard_agrees(
     code, latest, err = turnlens("alerts", "run", "--store", recorded, "--at", "newest", *hook)
     assert code in (1, 2), err
     assert "(as of the newest data in the store)" in err
+    # one "newest": the run ended where the named query `turnlens query store_bounds` (the dashboard's) says
+    code, bounds, query_err = turnlens("query", "--store", recorded, "store_bounds", "--format", "json")
+    assert code == 0, query_err
+    newest_at = datetime.fromtimestamp(json.loads(bounds)[0]["newest_ms"] / 1000, UTC)
+    assert f"turnlens alerts {newest_at.isoformat(timespec='milliseconds')[:-6]}Z (as of the newest" in err
     records = _records(replayed) + _records(latest)
 
     firing = [r for r in records if r["status"] == "firing"]

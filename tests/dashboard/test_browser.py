@@ -61,6 +61,27 @@ def browser() -> Iterator[object]:
         chromium.close()
 
 
+# every chart's drawing and its size, or null while one has not drawn yet
+_CHARTS_DRAWN = """() => {
+    const charts = [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')];
+    const drawn = charts.map(c => c.querySelector('svg g, canvas'));
+    if (drawn.some(d => !d)) return null;
+    return drawn.map(d => { const r = d.getBoundingClientRect(); return `${r.width}x${r.height}`; }).join();
+}"""
+
+
+def _charts_settled(page: object, timeout_s: float = 30) -> None:
+    """Waits until every chart has drawn and no chart changed size between two looks 0.25 s apart."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        now = page.evaluate(_CHARTS_DRAWN)
+        if now is not None and now == last:
+            return
+        last = now
+        time.sleep(0.25)
+
+
 def _wait_until_idle(page: object) -> None:
     """Streamlit shows its status widget while a script runs; wait for it to go and the charts to draw."""
     page.wait_for_selector('[data-testid="stAppViewContainer"]', timeout=30_000)
@@ -71,7 +92,7 @@ def _wait_until_idle(page: object) -> None:
         if not running and not skeletons:
             break
         time.sleep(0.2)
-    time.sleep(1.0)
+    _charts_settled(page)
 
 
 def _fit_viewport_to_content(page: object) -> None:
@@ -81,7 +102,7 @@ def _fit_viewport_to_content(page: object) -> None:
             .map(s => document.querySelector(s)).filter(Boolean).map(e => e.scrollHeight))"""
     )
     page.set_viewport_size({"width": 1440, "height": min(int(height) + 40, 6000)})
-    time.sleep(1.0)  # charts redraw at the new size
+    _charts_settled(page)  # charts redraw at the new size
 
 
 @pytest.mark.parametrize("name", list(PAGES))
@@ -101,7 +122,7 @@ def test_page_loads_in_chromium(
     )
     try:
         page.goto(f"{dashboard_url}/{path}{query}", wait_until="domcontentloaded")
-        page.get_by_text(expected).first.wait_for(timeout=30_000)
+        page.get_by_text(expected).first.wait_for(timeout=60_000)  # a cold first page under load: >30 s
         _wait_until_idle(page)
         _fit_viewport_to_content(page)
         shot = output_dir / "dashboard" / f"{name}.png"

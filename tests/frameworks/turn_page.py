@@ -21,7 +21,11 @@ def screenshot_turn(store: Path, session: str, turn: str, shot: Path) -> str:
             page = browser.new_page(viewport={"width": 1440, "height": 2400})
             page.goto(f"{url}/turn?{query}", wait_until="domcontentloaded")
             page.get_by_text("Whole turn").first.wait_for(timeout=60_000)  # the waterfall's toggle: drawn
-            page.wait_for_timeout(1500)  # the charts draw
+            page.wait_for_function(  # the charts draw
+                """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+                    .every(c => c.querySelector('svg g, canvas'))""",
+                timeout=60_000,
+            )
             page.screenshot(path=str(shot), full_page=True)
             assert page.locator('[data-testid="stException"]').count() == 0
             text = page.locator('[data-testid="stMain"]').inner_text()
