@@ -298,7 +298,8 @@ def update_derived(store_dir: Path, segments_glob: str, queries_dir: Path = QUER
     only what names the version's files and watermark is replaced (the macros the derived views call, and
     turnlens_snapshot: nothing is bound again), renamed into place as write_catalog does. A whole catalogue is
     written instead when there is none to copy, or the one in place was written for another folder, from other
-    SQL, with other settings or tool registry, or without derived state (its derived views are the live ones)."""
+    SQL, with other settings or tool registry, or without derived state (its derived views are the live
+    ones)."""
     target = store_dir / CATALOG_FILE
     if target.exists():
         with _catalog_lock(store_dir):

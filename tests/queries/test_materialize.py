@@ -219,11 +219,13 @@ def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_re
     assert replaced and replaced <= scheduled
 
 
-def test_a_fold_publishes_the_new_rows_first_and_readers_keep_the_catalogue_they_opened(tmp_path: Path) -> None:
+def test_a_fold_publishes_the_new_rows_first_and_readers_keep_the_catalogue_they_opened(
+    tmp_path: Path,
+) -> None:
     """A refresh that folds publishes its delta first (readers see the new rows before partitions are
     rewritten), then the fold; each version by a copy of the catalogue in which only the derived state's files
-    and watermark change. A reader that opened the catalogue before keeps reading its version; every view keeps
-    its documentation; an edited settings.toml reaches the catalogue with the next refresh."""
+    and watermark change. A reader that opened the catalogue before keeps reading its version; every view
+    keeps its documentation; an edited settings.toml reaches the catalogue with the next refresh."""
     store = tmp_path / "store"
     store.mkdir()
     shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
@@ -250,7 +252,8 @@ def test_a_fold_publishes_the_new_rows_first_and_readers_keep_the_catalogue_they
     pinned.close()
     assert snapshot_rows(store) == plain_rows(store)
     with catalog.connect(store) as con:
-        assert con.execute("select generation from turnlens_snapshot").fetchall() == [(refreshed["generation"],)]
+        [(generation,)] = con.execute("select generation from turnlens_snapshot").fetchall()
+        assert generation == refreshed["generation"]
         undocumented = con.execute(
             "select table_name, column_name from duckdb_columns()"
             " where list_contains($views, table_name) and comment is null",
