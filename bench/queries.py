@@ -46,7 +46,8 @@ from tqdm import tqdm
 from turnlens.collector import segments
 from turnlens.collector.otlp_decode import decode_protobuf
 from turnlens.kernel.layout import segments_glob
-from turnlens.queries import catalog, materialize
+from turnlens.queries import catalog
+from turnlens.queries import manifest as derived_manifest
 from turnlens.sample_data.bulk import build_templates, counted_requests
 
 REPO = Path(__file__).resolve().parent.parent
@@ -247,7 +248,7 @@ def main() -> int:
         "full_build_peak_rss_mb": None,
         "refresh_s": None,
     }
-    if args.full or materialize.current_snapshot(store) is None:
+    if args.full or derived_manifest.current_snapshot(store) is None:
         full = materialize_child(store, args.threads, full=True)
         say(
             f"full build: {full['seconds']:.1f} s ({full['cpu_s']:.0f} CPU s) in {full['buckets']} buckets,"

@@ -25,6 +25,7 @@ import duckdb
 import pyarrow as pa
 from turnlens.collector import compaction, leases, quarantine, segments
 from turnlens.kernel import layout
+from turnlens.queries import manifest as derived_manifest
 from turnlens.queries import registry, settings, turn_queries
 from turnlens.queries.sqlfiles import QUERIES_DIR as QUERIES_DIR
 from turnlens.queries.sqlfiles import TABLE_FOLDER as TABLE_FOLDER
@@ -40,6 +41,7 @@ from turnlens.queries.sqlfiles import parse_view as parse_view
 from turnlens.queries.sqlfiles import read_order as read_order
 from turnlens.queries.sqlfiles import retrying as retrying
 from turnlens.queries.sqlfiles import split_statements as split_statements
+from turnlens.queries.sqlfiles import sql_fingerprint as sql_fingerprint
 from turnlens.queries.sqlfiles import sql_string as sql_string
 
 CATALOG_FILE = layout.CATALOG_FILE
@@ -310,9 +312,7 @@ def update_derived(store_dir: Path, segments_glob: str, queries_dir: Path = QUER
 
 def _update_copy(store_dir: Path, segments_glob: str) -> bool:
     """update_derived's copy, under the catalogue lock; False (nothing changed) when a whole one is needed."""
-    from turnlens.queries import materialize  # it builds on this module
-
-    manifest = materialize.current_snapshot(store_dir)
+    manifest = derived_manifest.current_snapshot(store_dir)
     if manifest is None:
         return False
     target = store_dir / CATALOG_FILE
@@ -326,7 +326,7 @@ def _update_copy(store_dir: Path, segments_glob: str) -> bool:
             reusable = _recorded(con) == store_record(store_dir) and _reads_derived_state(con)
             if reusable:
                 con.execute("begin")
-                materialize.apply_snapshot_sql(con, segments_glob, manifest, values_only=True)
+                derived_manifest.apply_snapshot_sql(con, segments_glob, manifest, values_only=True)
                 _comment_snapshot(con)
                 con.execute("commit")
                 # the copy is durable before it replaces the catalogue: a power loss leaves either file whole
@@ -392,17 +392,15 @@ def apply_snapshot(
 ) -> None:
     """Replaces the derived views by reads of the store's derived partitions, when it has usable ones; says in
     turnlens_snapshot what they cover (or that nothing is built yet)."""
-    from turnlens.queries import materialize  # it builds on this module
-
-    manifest = materialize.current_snapshot(store_dir)
+    manifest = derived_manifest.current_snapshot(store_dir)
     if manifest is None:
-        materialize.apply_no_state(con)
+        derived_manifest.apply_no_state(con)
     else:
-        materialize.apply_snapshot_sql(con, segments_glob, manifest)
+        derived_manifest.apply_snapshot_sql(con, segments_glob, manifest)
     _comment_snapshot(con)
     if manifest is not None:
         for view in views:
-            if view.name in materialize.VIEWS:
+            if view.name in derived_manifest.VIEWS:
                 comment_view(con, view)
 
 
@@ -419,16 +417,6 @@ def _comment_snapshot(con: duckdb.DuckDBPyConnection) -> None:
 # --- the store a catalog belongs to ---------------------------------------------------------------------
 
 STORE_TABLE = "turnlens_store"
-
-
-def sql_fingerprint() -> str:
-    """A digest of the SQL a catalog is written from (the views and the derived state's reads): a catalog
-    written by another version of turnlens is told by a recorded digest that is not this one."""
-    digest = hashlib.sha256()
-    for folder in (*VIEW_FOLDERS, "derived"):
-        for path in sorted((QUERIES_DIR / folder).rglob("*.sql")):
-            digest.update(path.relative_to(QUERIES_DIR).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def tables_fingerprint(store_dir: Path) -> str:

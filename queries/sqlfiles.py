@@ -1,12 +1,13 @@
 """The SQL files of `queries/`: read in their written order, parsed for what they document, and run.
 
 Everything here is about SQL text and running it on a connection; nothing writes a catalog or knows the
-derived state, so the catalog (catalog.py), the derived state (materialize.py) and the one-turn queries
-(turn_queries.py) all build on it.
+derived state, so the catalog (catalog.py), the derived state's manifest (manifest.py) and its materialiser
+(materialize.py) and the one-turn queries (turn_queries.py) all build on it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -157,3 +158,13 @@ def retrying(read: Callable[[], T], *, attempts: int = READ_ATTEMPTS) -> T:
                 raise
             time.sleep(0.05 * attempt)
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def sql_fingerprint() -> str:
+    """A digest of the SQL a catalog is written from (the views and the derived state's reads): a catalog
+    written by another version of turnlens is told by a recorded digest that is not this one."""
+    digest = hashlib.sha256()
+    for folder in (*VIEW_FOLDERS, "derived"):
+        for path in sorted((QUERIES_DIR / folder).rglob("*.sql")):
+            digest.update(path.relative_to(QUERIES_DIR).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()

@@ -16,6 +16,7 @@ from turnlens.collector import compaction, leases
 from turnlens.collector.store import Store
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize
+from turnlens.queries import manifest as derived_manifest
 
 from turnlens.cli import main
 
@@ -73,7 +74,7 @@ def test_readers_never_fail_while_compaction_and_snapshots_delete_at_zero_grace(
         for k in range(8):
             writer.append(store_procs.spans([store_procs.span_id(9, k * 10 + n) for n in range(10)]))
     materialize.materialize(store, segments_glob(store), margin_s=0, grace_s=0)
-    first_generation = materialize.current_snapshot(store)
+    first_generation = derived_manifest.current_snapshot(store)
     small_segments = segment_files(store) - ingested
     assert first_generation is not None and len(small_segments) == 8
 
@@ -110,7 +111,7 @@ def test_readers_never_fail_while_compaction_and_snapshots_delete_at_zero_grace(
         assert ok >= 2, f"the {kind} reader read too little to tell: {out[-500:]}"
 
     # files really moved under the readers: the first snapshot and the first segments are gone from the disk
-    first_files = [Path(f) for table in materialize.TABLES for f in first_generation.table_files(table)]
+    first_files = [Path(f) for table in derived_manifest.TABLES for f in first_generation.table_files(table)]
     assert any(not f.exists() for f in first_files), "a partition of the first snapshot was deleted"
     assert not small_segments & segment_files(store), "the small segments were merged and deleted"
 

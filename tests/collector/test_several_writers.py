@@ -26,6 +26,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from turnlens.kernel.layout import segments_glob
+from turnlens.queries import manifest as derived_manifest
 from turnlens.queries import materialize
 from turnlens.sample_data.simulate import Simulation
 
@@ -126,7 +127,7 @@ def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 300.0
 
 def _published_after(store: Path, unix_nano: int) -> bool:
     """Whether the current derived state is whole and covers the spans received up to `unix_nano`."""
-    manifest = materialize.current_snapshot(store)
+    manifest = derived_manifest.current_snapshot(store)
     return manifest is not None and manifest.complete and manifest.watermark > unix_nano
 
 
@@ -185,17 +186,17 @@ def _rounded(value: Any) -> Any:
 
 def _derived_rows(store: Path) -> dict[str, list[tuple]]:
     """Every row of every table of the store's current derived state, sorted (and the views AS_READ)."""
-    manifest = materialize.current_snapshot(store)
+    manifest = derived_manifest.current_snapshot(store)
     assert manifest is not None and manifest.complete
     con = duckdb.connect()
     try:
         rows = {
             table: con.execute(
                 STORED.get(table, "select * from read_parquet({files}) order by all").format(
-                    files=materialize.sql_list(manifest.table_files(table))
+                    files=derived_manifest.sql_list(manifest.table_files(table))
                 )
             ).fetchall()
-            for table in materialize.TABLES
+            for table in derived_manifest.TABLES
         }
     finally:
         con.close()
@@ -256,7 +257,7 @@ def test_three_collectors_and_two_materialisers_killed_at_random_lose_nothing(tm
 
     # the catalogue reads a version whose files are all there (a materialiser stopped between renaming the
     # manifest and the catalogue leaves it one version behind, which the next run catches up)
-    manifest = materialize.current_snapshot(store)
+    manifest = derived_manifest.current_snapshot(store)
     assert manifest is not None, what
     assert s.query(store, "select count(*) from turns")[0][0] > 0, what
 
@@ -281,7 +282,7 @@ def test_three_collectors_and_two_materialisers_killed_at_random_lose_nothing(tm
     assert json.loads(refresh.stdout.splitlines()[-1])["mode"] == "refresh", what
     incremental = _derived_rows(store)
     [(generation,)] = s.query(store, "select generation from turnlens_snapshot")
-    assert generation == materialize.current_snapshot(store).generation, what  # type: ignore[union-attr]
+    assert generation == derived_manifest.current_snapshot(store).generation, what  # type: ignore[union-attr]
     assert len(incremental["turns"]) > 50, what
     built = materialize.materialize(store, segments_glob(store), full=True, margin_s=0)
     assert built["mode"] == "full"

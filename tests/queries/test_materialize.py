@@ -14,6 +14,7 @@ import duckdb
 import pytest
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize, turn_queries
+from turnlens.queries import manifest as derived_manifest
 
 from turnlens.cli import main
 
@@ -136,7 +137,7 @@ def test_a_snapshot_of_other_inputs_is_not_used(tmp_path: Path) -> None:
     shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
     assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
     materialize.materialize(store, segments_glob(store), margin_s=0)
-    assert materialize.current_snapshot(store) is not None
+    assert derived_manifest.current_snapshot(store) is not None
     with catalog.connect(store) as con:
         assert con.execute("select count(*) from turnlens_snapshot").fetchall() == [(1,)]
 
@@ -145,7 +146,7 @@ def test_a_snapshot_of_other_inputs_is_not_used(tmp_path: Path) -> None:
     registry = store / "tool_registry.toml"
     registry.write_text(registry.read_text() + "\n# edited\n")
     catalog.write_catalog(store, segments_glob(store))
-    assert materialize.current_snapshot(store) is None
+    assert derived_manifest.current_snapshot(store) is None
     with catalog.connect(store) as con:
         assert con.execute("select generation, partitions, complete from turnlens_snapshot").fetchall() == [
             (None, 0, False)
@@ -158,7 +159,7 @@ def test_a_snapshot_of_other_inputs_is_not_used(tmp_path: Path) -> None:
     manifest = json.loads(manifest_file.read_text())
     manifest_file.write_text(json.dumps(manifest | {"format": 1}))
     catalog.write_catalog(store, segments_glob(store))
-    assert materialize.current_snapshot(store) is None
+    assert derived_manifest.current_snapshot(store) is None
     assert snapshot_rows(store) == plain_rows(store)
 
 
@@ -185,7 +186,7 @@ def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_re
     shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
     assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
     first = materialize.materialize(store, segments_glob(store), margin_s=0)
-    manifest = materialize.current_snapshot(store)
+    manifest = derived_manifest.current_snapshot(store)
     assert manifest is not None and manifest.complete and first["partitions"] == len(manifest.partitions) > 0
     named = manifest.files()
     assert all(Path(name).is_file() for name in named)
@@ -193,7 +194,7 @@ def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_re
     # nothing new: the next version names the same partition files, only the watermark moves
     again = materialize.materialize(store, segments_glob(store), margin_s=0)
     assert again["mode"] == "refresh" and again["written_partitions"] == []
-    latest = materialize.current_snapshot(store)
+    latest = derived_manifest.current_snapshot(store)
     assert (
         latest is not None
         and latest.partitions == manifest.partitions
@@ -209,7 +210,7 @@ def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_re
     assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
     resent = materialize.materialize(store, segments_glob(store), margin_s=0)
     assert resent["deltas"] == 1 and resent["folded_partitions"] == []
-    assert materialize.current_snapshot(store).partitions == manifest.partitions  # type: ignore[union-attr]
+    assert derived_manifest.current_snapshot(store).partitions == manifest.partitions  # type: ignore[union-attr]
     # once folded, every partition is rewritten, the replaced files wait in compaction's schedule
     folded = materialize.materialize(store, segments_glob(store), margin_s=0, deltas_max=0)
     assert folded["deltas"] == 0 and folded["folded_partitions"] == sorted(manifest.partitions)
@@ -247,7 +248,7 @@ def test_a_fold_publishes_the_new_rows_first_and_readers_keep_the_catalogue_they
 
     # the old reader still reads the version it opened, whole; new readers read the newest
     assert pinned.execute("select generation from turnlens_snapshot").fetchall() == held
-    for view in materialize.VIEWS:
+    for view in derived_manifest.VIEWS:
         pinned.execute(f"select count(*) from {view}").fetchall()
     pinned.close()
     assert snapshot_rows(store) == plain_rows(store)
@@ -257,7 +258,7 @@ def test_a_fold_publishes_the_new_rows_first_and_readers_keep_the_catalogue_they
         undocumented = con.execute(
             "select table_name, column_name from duckdb_columns()"
             " where list_contains($views, table_name) and comment is null",
-            {"views": list(materialize.VIEWS)},
+            {"views": list(derived_manifest.VIEWS)},
         ).fetchall()
         assert undocumented == []
     # the delta published before the fold waits for deletion with the files the fold replaced

@@ -10,7 +10,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from otlp_samples import CollectorProcess
-from turnlens.queries import catalog, materialize
+from turnlens.queries import catalog
+from turnlens.queries import manifest as derived_manifest
 
 from turnlens.cli import main
 
@@ -43,7 +44,7 @@ def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> N
 
         def snapshot_generation() -> str | None:
             """The generation the store's catalogue reads, once whole and covering everything sent."""
-            snapshot = materialize.current_snapshot(store)
+            snapshot = derived_manifest.current_snapshot(store)
             if snapshot is None or not snapshot.complete or snapshot.watermark <= sent:
                 return None
             with catalog.connect(store) as con:

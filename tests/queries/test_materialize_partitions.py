@@ -28,6 +28,7 @@ from turnlens.kernel import contract as c
 from turnlens.kernel.layout import segments_glob
 from turnlens.kernel.schema import SEGMENT_SCHEMA
 from turnlens.queries import catalog, materialize
+from turnlens.queries import manifest as derived_manifest
 
 T0_MS = 1_795_000_000_000  # the given rows' T0 (tests/queries/conftest.py): 2026-11-18 11:06:40 UTC
 MINUTE_MS = 60_000
@@ -87,7 +88,7 @@ class StagedStore:
 
     def partitions(self) -> dict[str, int]:
         """Each partition with the version that last wrote rows of it (its base file, or a delta)."""
-        manifest = materialize.current_snapshot(self.dir)
+        manifest = derived_manifest.current_snapshot(self.dir)
         assert manifest is not None
         return manifest.written_versions()
 
@@ -360,7 +361,7 @@ def test_a_turn_updated_by_three_refreshes_reads_once_and_folds_into_its_partiti
     first = [row for row in growing if row["layer"] not in later]
     staged.send(steady + first, at_ms=6 * MINUTE_MS)
     assert staged.refresh(6 * MINUTE_MS + 1000)["mode"] == "full"
-    base = materialize.current_snapshot(staged.dir)
+    base = derived_manifest.current_snapshot(staged.dir)
     assert base is not None and len(base.partitions) == 2 and base.deltas == []
 
     # three refreshes, each with more of the growing turn: each writes a delta, no partition file is rewritten
@@ -374,7 +375,7 @@ def test_a_turn_updated_by_three_refreshes_reads_once_and_folds_into_its_partiti
         assert [turn for _, turn, *_ in derived["turns"]].count("growing") == 1, "one version of the turn"
         kinds.append(staged.kinds("growing"))
     assert "unbilled_side_effect" in kinds[0] and "unbilled_side_effect" not in kinds[-1], kinds
-    piled = materialize.current_snapshot(staged.dir)
+    piled = derived_manifest.current_snapshot(staged.dir)
     assert piled is not None and piled.partitions == base.partitions and len(piled.deltas) == 3
     with catalog.connect(staged.dir) as con:
         assert con.execute("select partitions from turnlens_snapshot").fetchall() == [(2,)]
@@ -383,7 +384,7 @@ def test_a_turn_updated_by_three_refreshes_reads_once_and_folds_into_its_partiti
     folded = staged.refresh(6 * MINUTE_MS + 9000, deltas_max=2)
     [growing_part] = {part for delta in piled.deltas for part in delta["parts"]}
     assert folded["folded_partitions"] == [growing_part] and folded["deltas"] == 0
-    manifest = materialize.current_snapshot(staged.dir)
+    manifest = derived_manifest.current_snapshot(staged.dir)
     assert manifest is not None and manifest.deltas == []
     assert manifest.partitions[growing_part] == manifest.version
     assert {p: v for p, v in manifest.partitions.items() if p != growing_part} == {

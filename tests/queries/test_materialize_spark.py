@@ -20,6 +20,7 @@ import pytest
 from pyspark.sql import SparkSession
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize, spark_engine
+from turnlens.queries import manifest as derived_manifest
 
 from turnlens.cli import main
 
@@ -73,18 +74,18 @@ def _same_to_float_precision(value: Any) -> Any:
 def derived_tables(store: Path) -> dict[str, list[tuple]]:
     """Every row of every derived table (the eight views and the three identity tables), from the files the
     current manifest names, with the partitions it names."""
-    manifest = materialize.current_snapshot(store)
+    manifest = derived_manifest.current_snapshot(store)
     assert manifest is not None and manifest.complete
     con = duckdb.connect()
     tables = {
         table: [
             _same_to_float_precision(row)
             for row in con.execute(
-                f"select * from read_parquet({materialize.sql_list(manifest.table_files(table))})"
+                f"select * from read_parquet({derived_manifest.sql_list(manifest.table_files(table))})"
                 " order by all"
             ).fetchall()
         ]
-        for table in materialize.TABLES
+        for table in derived_manifest.TABLES
     }
     con.close()
     return tables | {"partitions": sorted(manifest.partitions)}  # type: ignore[dict-item]
@@ -95,7 +96,7 @@ def catalogue_rows(store: Path) -> dict[str, list[tuple]]:
     with catalog.connect(store) as con:
         return {
             view: _same_to_float_precision(con.execute(f"select * from {view} order by all").fetchall())
-            for view in materialize.VIEWS
+            for view in derived_manifest.VIEWS
         }
 
 
@@ -106,7 +107,7 @@ def computed_rows(store: Path) -> dict[str, list[tuple]]:
     catalog.apply_views(con, segments_glob(store), catalog.load_views())
     for view in ("side_effects", "cancel_acks", "divergences"):
         con.execute(f"create temp table live_{view} as select * from {view}_of('turn_events')")
-    sources = {view: f"{view}_of('turn_events')" for view in materialize.VIEWS} | {
+    sources = {view: f"{view}_of('turn_events')" for view in derived_manifest.VIEWS} | {
         "turn_usage": "turn_usage_of('turn_events', 'live_cancel_acks')",
         "turns": "turns_of('turn_events', 'live_side_effects', 'live_divergences', 'live_cancel_acks')",
     }
@@ -153,7 +154,7 @@ def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
         spark_engine.SparkBuildFailed, match=r"^bucket 2\d{7}T\d\d\.\. slice \d: \S+(Error|Exception)"
     ):
         build(store, bucket_spans=1_000, engine=starved)
-    manifest = materialize.read_manifest(store)
+    manifest = derived_manifest.read_manifest(store)
     assert manifest is not None and not manifest.complete, "readers are told the build is not whole"
     with catalog.connect(store) as con:
         assert con.execute("select complete from turnlens_snapshot").fetchall() == [(False,)]
@@ -175,5 +176,5 @@ def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
     assert main([*args, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["mode"] == "full" and summary["spark"]["tasks"] >= 1
-    assert materialize.current_snapshot(store).complete  # type: ignore[union-attr]
+    assert derived_manifest.current_snapshot(store).complete  # type: ignore[union-attr]
     assert catalogue_rows(store) == computed_rows(store)

@@ -1,0 +1,262 @@
+"""The derived state's manifest and the catalogue's reads of it.
+
+A manifest, `DIR/derived/current.json`, names the live file of each partition of the derived state and what
+its rows cover (queries/materialize.py writes it). Readers only need what is here: reading the manifest,
+telling whether it was written under the store's current inputs, and creating the catalogue's views of the
+files it names (derived/identity.sql, current.sql, snapshot.sql). The catalog (catalog.py) and the
+materialiser both build on this module; it builds on neither.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from turnlens.kernel import layout
+from turnlens.queries import registry, sqlfiles
+
+DERIVED_DIR = layout.DERIVED_DIR
+CURRENT_FILE = "current.json"
+INDEX_DIR = "index"
+FORMAT = 3  # the manifest's layout; another format is rebuilt, not read
+DERIVED_SQL = sqlfiles.QUERIES_DIR / "derived"
+BUILD_SQL = DERIVED_SQL / "steps" / "materialize.sql"
+# the views the derived state holds; each has one row per turn or finer (session_id, turn_id)
+VIEWS = (
+    "side_effects",
+    "cancel_acks",
+    "layer_verdicts",
+    "divergences",
+    "turn_usage",
+    "turns",
+    "turn_node_skew",
+    "tool_claims",
+)
+IDENTITY = ("trace_turns", "trace_keys", "trace_links")
+TABLES = VIEWS + IDENTITY
+REPLACED = "replaced_turns"  # a delta's list of the turns it replaces (its rows of them may be none)
+# delta/<table>-v<N>.parquet: the rows of the turns refresh N recomputed, all partitions (one folder: the
+# refresh fsyncs one directory)
+DELTA_DIR = "delta"
+# the store's catalogue: VIEWS read the partitions and the deltas
+CATALOG_FILES = ("identity.sql", "current.sql", "snapshot.sql")
+_STEP = re.compile(r"^-- step: (\w+)$", re.MULTILINE)
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One version of the derived state: the live file of each partition, and what its rows cover.
+
+    A partition's files are `<table>/p=<partition>/v<version>.parquet`, the version that last wrote it; the
+    trace -> segment index is chunks `index/traces-v<N>.parquet` and `index/segments-v<N>.parquet`.
+    """
+
+    folder: Path  # DIR/derived
+    version: int
+    inputs_sha256: str
+    watermark: int  # every copy received at or before it is in the partitions
+    built_unix: float
+    partitions: dict[str, int]  # partition -> version of its files
+    chunks: list[int]  # versions of the index chunks
+    template: int  # version of the zero-row file of each table
+    partitions_total: int | None = None  # while a full build runs: the partitions it will write
+    retiring: list[str] = field(default_factory=list)  # replaced files compaction has not yet taken
+    # the deltas written since the partitions' base files, oldest first: {"version": N, "parts": the
+    # partitions whose turns it replaced or wrote, "tables": the tables it holds rows of, "turns": the turns
+    # it replaced}
+    deltas: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.partitions_total is None
+
+    @property
+    def generation(self) -> str:
+        return f"v{self.version}"
+
+    def partition_file(self, table: str, part: str, version: int | None = None) -> Path:
+        return (
+            self.folder
+            / table
+            / f"p={part}"
+            / f"v{self.partitions[part] if version is None else version}.parquet"
+        )
+
+    def template_file(self, table: str) -> Path:
+        return self.folder / table / f"empty-v{self.template}.parquet"
+
+    def table_files(self, table: str, parts: list[str] | None = None) -> list[str]:
+        """The files holding a table's rows (of some partitions), led by its zero-row file."""
+        chosen = sorted(self.partitions) if parts is None else parts
+        return [str(self.template_file(table))] + [str(self.partition_file(table, part)) for part in chosen]
+
+    def delta_file(self, table: str, version: int) -> Path:
+        return self.folder / DELTA_DIR / f"{table}-v{version}.parquet"
+
+    def delta_files(self, table: str) -> list[str]:
+        """The delta files holding rows of a table, oldest first (REPLACED: every delta's replaced turns)."""
+        return [
+            str(self.delta_file(table, delta["version"]))
+            for delta in self.deltas
+            if table == REPLACED or table in delta["tables"]
+        ]
+
+    def parts(self) -> set[str]:
+        """Every partition holding rows: those with a base file, and those only deltas wrote to so far."""
+        return set(self.partitions) | {part for delta in self.deltas for part in delta["parts"]}
+
+    def written_versions(self) -> dict[str, int]:
+        """Each partition with the version that last wrote rows of it: its base file's, or a newer delta's."""
+        versions = dict(self.partitions)
+        for delta in self.deltas:
+            versions |= dict.fromkeys(delta["parts"], delta["version"])
+        return versions
+
+    def current_values(self, table: str) -> dict[str, str]:
+        """The file lists of derived/current.sql for one table."""
+        template = str(self.template_file(table))
+        return {
+            "table": table,
+            "base_files": sql_list(self.table_files(table)),
+            "delta_files": sql_list([template, *self.delta_files(table)]),
+            "replaced_files": sql_list([str(self.template_file("trace_turns")), *self.delta_files(REPLACED)]),
+        }
+
+    def chunk_files(self, kind: str) -> list[str]:
+        return [str(self.folder / INDEX_DIR / f"{kind}-v{chunk}.parquet") for chunk in self.chunks]
+
+    def files(self) -> set[str]:
+        """Every file this version names."""
+        named = {name for table in TABLES for name in self.table_files(table) + self.delta_files(table)}
+        named |= set(self.delta_files(REPLACED))
+        return named | set(self.chunk_files("traces")) | set(self.chunk_files("segments"))
+
+    def to_json(self) -> dict[str, Any]:
+        body = asdict(self)
+        body.pop("folder")
+        return {"format": FORMAT, **body}
+
+
+def inputs_fingerprint(store_dir: Path) -> str:
+    """What the derived rows depend on besides the spans: the tool registry (side_effects' tiers) and the SQL
+    that defines the views. Derived state written under other inputs (an edited registry, a turnlens upgrade
+    whose detectors or columns changed) is not read: the next run rebuilds it."""
+    digest = hashlib.sha256()
+    registry_file = store_dir / registry.REGISTRY_FILE
+    digest.update(registry_file.read_bytes() if registry_file.exists() else b"")
+    digest.update(sqlfiles.sql_fingerprint().encode())
+    return digest.hexdigest()
+
+
+def read_manifest(store_dir: Path) -> Manifest | None:
+    """The manifest `current.json` holds, whatever inputs it was written under; None if absent or
+    unreadable."""
+    folder = store_dir / DERIVED_DIR
+    try:
+        body = json.loads((folder / CURRENT_FILE).read_text())
+        if body.pop("format", None) != FORMAT:
+            return None
+        return Manifest(folder=folder, **body)
+    except (FileNotFoundError, KeyError, TypeError, ValueError):
+        return None
+
+
+def current_snapshot(store_dir: Path) -> Manifest | None:
+    """The derived state readers use: the current manifest, if written under the store's current inputs."""
+    manifest = read_manifest(store_dir)
+    if manifest is None or manifest.inputs_sha256 != inputs_fingerprint(store_dir):
+        return None
+    return manifest
+
+
+def build_steps() -> dict[str, str]:
+    """The statements of derived/steps/materialize.sql by step name."""
+    return sections(BUILD_SQL.read_text(), _STEP)
+
+
+def sections(text: str, marker: re.Pattern[str]) -> dict[str, str]:
+    parts = marker.split(text)
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def sql_list(files: list[str]) -> str:
+    """A list of strings as a SQL constant (DDL and table functions take no bound parameters)."""
+    return "[" + ", ".join(sqlfiles.sql_string(name) for name in files) + "]::varchar[]"
+
+
+def fill(sql: str, values: Mapping[str, str]) -> str:
+    """Fills `{{name}}` placeholders with SQL text."""
+    for name, value in values.items():
+        sql = sql.replace("{{" + name + "}}", value)
+    return sql
+
+
+def apply_snapshot_sql(
+    con: duckdb.DuckDBPyConnection, segments_glob: str, manifest: Manifest, values_only: bool = False
+) -> None:
+    """Creates the catalogue's reads of the derived state (CATALOG_FILES) on `con`; with `values_only`, on a
+    catalogue that reads another version already, only what names the version's files and watermark."""
+    listed = sqlfiles.read_order(DERIVED_SQL)
+    values = {
+        "segments": sqlfiles.sql_string(segments_glob),
+        "watermark": str(int(manifest.watermark)),
+        "generation": sqlfiles.sql_string(manifest.generation),
+        "built": repr(float(manifest.built_unix)),
+        "partitions": str(len(manifest.parts())),
+        "partitions_total": "null" if manifest.partitions_total is None else str(manifest.partitions_total),
+        "complete": "true" if manifest.complete else "false",
+        "index_traces_files": sql_list(manifest.chunk_files("traces")),
+        "index_segments_files": sql_list(manifest.chunk_files("segments")),
+        # the identity tables' files for the one-turn lookups: base files and deltas (a superset they filter)
+        **{
+            f"{table}_files": sql_list(manifest.table_files(table) + manifest.delta_files(table))
+            for table in IDENTITY
+        },
+    }
+    for name in CATALOG_FILES:
+        if name not in listed:
+            raise sqlfiles.CatalogError(f"{DERIVED_SQL / '_order'} does not list {name}")
+        # the identity tables are read as files (above)
+        apply_sql(con, name, values, manifest, VIEWS, values_only=values_only)
+
+
+def apply_sql(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    values: Mapping[str, str],
+    manifest: Manifest,
+    tables: tuple[str, ...] = TABLES,
+    temp: bool = False,
+    values_only: bool = False,
+) -> None:
+    """Runs one file of derived/ on `con`: a statement naming {{table}} once per table (with its file lists),
+    one naming {{view}} once per view; `temp` makes its views and macros temporary (the materialiser's
+    connection); `values_only` runs only the statements naming a value of the manifest (the others read
+    those through the macros: they stay as they are)."""
+    for statement in sqlfiles.split_statements((DERIVED_SQL / name).read_text()):
+        if values_only and not set(_PLACEHOLDER.findall(statement)) - {"table", "view"}:
+            continue
+        if temp:
+            statement = statement.replace("create or replace view", "create or replace temp view")
+            statement = statement.replace("create or replace macro", "create or replace temp macro")
+        if "{{table}}" in statement:
+            for table in tables:
+                con.execute(fill(statement, {**values, **manifest.current_values(table)}))
+        elif "{{view}}" in statement:
+            for view in VIEWS:
+                con.execute(fill(statement, {**values, "view": view}))
+        else:
+            con.execute(fill(statement, {**values, **manifest.current_values("trace_turns")}))
+
+
+def apply_no_state(con: duckdb.DuckDBPyConnection) -> None:
+    """turnlens_snapshot on a store without derived state: it says nothing is built (the views are live)."""
+    for statement in sqlfiles.split_statements(build_steps()["no_state"]):
+        con.execute(statement)
