@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from turnlens.kernel.layout import segments_glob
-from turnlens.queries import catalog, materialize
+from turnlens.queries import catalog
+from turnlens.queries import manifest as derived_manifest
 
 
 def main() -> int:
@@ -32,7 +33,7 @@ def main() -> int:
         "--json", action="store_true", help="stdout holds only the figures, as one JSON object"
     )
     args = parser.parse_args()
-    if materialize.current_snapshot(args.store) is None:
+    if derived_manifest.current_snapshot(args.store) is None:
         print(f"{args.store} has no derived state: run `turnlens materialize` first", file=sys.stderr)
         return 2
     results: dict[str, object] = {"load_average_1m": round(os.getloadavg()[0], 2)}
