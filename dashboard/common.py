@@ -34,7 +34,7 @@ def newest_data() -> datetime | None:
 
 def as_of_ms() -> int | None:
     """The dashboard's "now" in Unix ms (`?asof=`, the wall clock by default); None when it names the newest
-    data of an empty store. The wall clock is taken to the whole cache period (15 s by default), so the
+    data of an empty store. The wall clock is taken to the whole cache period (5 s by default), so the
     pages of one refresh share their cached queries."""
     period_ms = max(1, data.settings().cache_ttl_seconds) * 1000
     wall_ms = int(time.time() * 1000) // period_ms * period_ms

@@ -34,6 +34,9 @@ SQL_DIR = Path(__file__).resolve().parent / "sql"
 STORE_ENV = "TURNLENS_STORE"
 REFRESH_ENV = "TURNLENS_DASHBOARD_REFRESH"  # seconds between automatic refreshes; 0 turns them off
 CACHE_TTL_ENV = "TURNLENS_DASHBOARD_CACHE_TTL"  # seconds a query result is reused
+# Short enough that a finding the materialiser published is on a page within seconds (results outlive a
+# catalogue rewrite), long enough that the pages of one refresh share their queries.
+DEFAULT_CACHE_TTL_S = 5
 MEMORY_ENV = "TURNLENS_DASHBOARD_MEMORY"  # DuckDB memory_limit of the dashboard, e.g. 25% or 4GB
 
 
@@ -47,7 +50,7 @@ class Settings:
 
     store_dir: Path
     refresh_seconds: int = 0
-    cache_ttl_seconds: int = 15
+    cache_ttl_seconds: int = DEFAULT_CACHE_TTL_S
     sql_row_limit: int = 10_000
     sql_time_limit_seconds: float = 10.0
     memory_limit: str = "25%"  # DuckDB's own default is 80 % of RAM; the collector shares this machine
@@ -72,7 +75,8 @@ def read_settings() -> Settings:
     flags = _flags(sys.argv[1:])
     store = flags.store or os.environ.get(STORE_ENV) or "./turnlens-data"
     refresh = flags.refresh if flags.refresh is not None else int(os.environ.get(REFRESH_ENV, "0"))
-    ttl = flags.cache_ttl if flags.cache_ttl is not None else int(os.environ.get(CACHE_TTL_ENV, "15"))
+    ttl_env = int(os.environ.get(CACHE_TTL_ENV, DEFAULT_CACHE_TTL_S))
+    ttl = flags.cache_ttl if flags.cache_ttl is not None else ttl_env
     memory = os.environ.get(MEMORY_ENV, Settings.memory_limit)
     return Settings(
         store_dir=Path(store).expanduser().resolve(),
@@ -205,7 +209,7 @@ def console_sandbox() -> Any:
 
 
 def catalog_stamp() -> tuple[int, int]:
-    """Changes whenever the catalog file is replaced; part of every cached result's key."""
+    """Changes whenever the catalog file is replaced (the SQL console opens the catalogue it names)."""
     return _catalog(str(settings().store_dir)).current_stamp()
 
 
@@ -275,10 +279,12 @@ def _ttl() -> int:
     return read_settings().cache_ttl_seconds  # read at import: settings() must wait for the store to be known
 
 
+# A result is reused for the cache's TTL whatever happened to the catalogue meanwhile: the collector's
+# materialiser renames a new catalogue into place after every refresh of the derived state (every second or
+# so while spans arrive), so a cache that also ended with the catalogue file was empty on nearly every rerun,
+# and a click on a chart read the store again. Refresh now (refresh()) forgets every result at once.
 @st.cache_data(ttl=_ttl(), show_spinner=False, max_entries=512)
-def _cached(
-    store: str, stamp: tuple[int, int], name: str, params: tuple[tuple[str, Any], ...]
-) -> pd.DataFrame:
+def _cached(store: str, name: str, params: tuple[tuple[str, Any], ...]) -> pd.DataFrame:
     values = {k: list(v) if isinstance(v, tuple) else v for k, v in params}
     started = time.perf_counter()
     frame = quarantine.retrying(
@@ -293,10 +299,9 @@ def _hashable(value: Any) -> Any:
 
 
 def query(name: str, **params: Any) -> pd.DataFrame:
-    """The named query's rows, cached for the configured TTL and until the catalog changes."""
-    stamp = catalog_stamp()
+    """The named query's rows, cached for the configured TTL (read from the catalogue in place then)."""
     key = tuple(sorted((k, _hashable(v)) for k, v in params.items()))
-    frame = _cached(str(settings().store_dir), stamp, name, key)
+    frame = _cached(str(settings().store_dir), name, key)
     return frame.copy()
 
 
@@ -398,9 +403,7 @@ def run_turn(
 
 
 @st.cache_data(ttl=_ttl(), show_spinner=False, max_entries=64)
-def _cached_turn(
-    store: str, stamp: tuple[int, int], session_id: str, turn_id: str
-) -> dict[str, pd.DataFrame | str]:
+def _cached_turn(store: str, session_id: str, turn_id: str) -> dict[str, pd.DataFrame | str]:
     def read_turn() -> dict[str, pd.DataFrame | str]:
         return read(lambda con: run_turn(con, session_id, turn_id))
 
@@ -408,10 +411,11 @@ def _cached_turn(
 
 
 def turn_query(name: str, *, session: str, turn: str) -> pd.DataFrame:
-    """One of TURN_QUERIES for one turn, live from its traces; the page's others come from the same read."""
+    """One of TURN_QUERIES for one turn, live from its traces; the page's others come from the same read,
+    and its reruns within the cache's TTL (a click on a span, a toggle) from the same cached answers."""
     if name not in TURN_QUERIES:
         raise KeyError(f"{name!r} is not a one-turn query ({', '.join(TURN_QUERIES)})")
-    frame = _cached_turn(str(settings().store_dir), catalog_stamp(), session, turn)[name]
+    frame = _cached_turn(str(settings().store_dir), session, turn)[name]
     if isinstance(frame, str):
         raise StoreNotReady(frame)
     return frame.copy()

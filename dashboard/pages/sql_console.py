@@ -25,8 +25,15 @@ with catalog_col:
     columns = data.query("catalog_columns")
     if not len(views):
         common.empty("The catalog has no views.")
+    # a view's columns are drawn once its expander is opened (a rerun): a table per view, twenty-odd of
+    # them drawn up front, kept the browser busy for seconds on each visit
     for view in views.itertuples():
-        with st.expander(f"**{view.view_name}**", icon=":material/table:"):
+        shown = st.expander(
+            f"**{view.view_name}**", icon=":material/table:", key=f"view_{view.view_name}", on_change="rerun"
+        )
+        if not shown.open:
+            continue
+        with shown:
             st.caption(view.grain or "(undocumented)")
             docs = columns.loc[
                 columns["view_name"] == view.view_name, ["column_name", "data_type", "comment"]

@@ -109,6 +109,8 @@ with window_col:
         help="By default the chart opens on the stretch around the tool calls and the stop.",
     )
 window = None if whole else around_stop
+timeline = turn_timeline.timeline_frame(events, order=order)
+inversions = int(timeline["inverted"].sum())
 with common.section():
     spans = data.turn_query("turn_spans", session=session_id, turn=turn_id)
     bars, marks = charts.waterfall_frame(events, spans, order=order)
@@ -127,26 +129,35 @@ with common.section():
         f"{len(bars)} spans, nested under their parents, on the turn's "
         f"{'HLC' if order == 'hlc' else 'wall clock'} (UTC) · red dashed rule: the stop · diamonds: commits, "
         "purple after the stop · scroll to zoom, drag to pan, double-click to reset · click a span for its "
-        "attributes and events."
+        f"attributes and events · {len(timeline)} events, {inversions} clock inversion"
+        f"{'s' if inversions != 1 else ''} (HLC and wall clock disagree; ringed in the events by layer)."
     )
     turn_view.span_detail(spans, bars, turn_view.selected_span(picked, bars, marks))
 
-with st.expander("Events by layer (swimlane) and raw events", icon=":material/table_rows:"):
-    timeline = turn_timeline.timeline_frame(events, order=order)
-    window = None if whole else turn_timeline.action_window(timeline)
-    common.show_chart(
-        turn_timeline.swimlane(events, order=order, window=window),
-        room=110,
-    )
-    inversions = int(timeline["inverted"].sum())
-    st.caption(
-        f"{len(timeline)} events · {inversions} clock inversion{'s' if inversions != 1 else ''} (ringed) · "
-        "stream progress is the token line above."
-    )
-    raw = events.assign(clock_inversion=timeline["inverted"].to_numpy()).drop(
-        columns=["session_id", "turn_id"]
-    )
-    st.dataframe(raw.sort_values("seq" if order == "hlc" else "wall_seq"), hide_index=True, width="stretch")
+# drawn only once opened (a rerun): the swimlane and the raw events are a second chart and table of the turn
+layers = st.expander(
+    "Events by layer (swimlane) and raw events",
+    icon=":material/table_rows:",
+    key="events_by_layer",
+    on_change="rerun",
+)
+if layers.open:
+    with layers:
+        window = None if whole else turn_timeline.action_window(timeline)
+        common.show_chart(
+            turn_timeline.swimlane(events, order=order, window=window),
+            room=110,
+        )
+        st.caption(
+            f"{len(timeline)} events · {inversions} clock inversion{'s' if inversions != 1 else ''} "
+            "(ringed) · stream progress is the token line above."
+        )
+        raw = events.assign(clock_inversion=timeline["inverted"].to_numpy()).drop(
+            columns=["session_id", "turn_id"]
+        )
+        st.dataframe(
+            raw.sort_values("seq" if order == "hlc" else "wall_seq"), hide_index=True, width="stretch"
+        )
 
 # --- the five layers ----------------------------------------------------------------------------------
 verdict_col, cancel_col = st.columns([3, 2])

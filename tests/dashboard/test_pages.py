@@ -173,6 +173,8 @@ def test_turn_detail_details_the_commit_span_and_the_one_in_the_url(store: Path)
     assert "tool.committed" in set(_frame_with(at, "event")["event"])
     facts = dict(zip(*_frame_with(at, "field").T.values, strict=True))
     assert facts["layer"] == "tool" and facts["starts (HLC)"].startswith("2026-11-18T")  # a time
+    at.session_state["events_by_layer"] = True  # the raw events are drawn once their expander is opened
+    at.run()
     other = next(s for s in _frame_with(at, "clock_inversion")["span_id"] if s != facts["span id"])
     at = open_page("turn_detail", session=session_id, turn=turn_id, span=other)
     assert dict(zip(*_frame_with(at, "field").T.values, strict=True))["span id"] == other
