@@ -131,11 +131,8 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     assert third["mode"] == "full" and snapshot_rows(store) == refreshed
 
 
-def test_a_snapshot_of_other_inputs_is_not_used(tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    store.mkdir()
-    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
-    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
+def test_a_snapshot_of_other_inputs_is_not_used(sample_copy: Path) -> None:
+    store = sample_copy
     materialize.materialize(store, segments_glob(store), margin_s=0)
     assert derived_manifest.current_snapshot(store) is not None
     with catalog.connect(store) as con:
@@ -169,22 +166,18 @@ def test_a_second_materialiser_is_refused_while_one_runs(tmp_path: Path) -> None
         materialize.materialize(store, segments_glob(store))
 
 
-def test_a_fresh_store_says_nothing_is_built_yet(tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
-    with catalog.connect(store) as con:
+def test_a_fresh_store_says_nothing_is_built_yet(sample_copy: Path) -> None:
+    # the recorded sample just ingested: nothing was ever materialised on it
+    with catalog.connect(sample_copy) as con:
         assert con.execute("select watermark_at, partitions, complete from turnlens_snapshot").fetchall() == [
             (None, 0, False)
         ]
 
 
 def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_replaced(
-    tmp_path: Path,
+    sample_copy: Path,
 ) -> None:
-    store = tmp_path / "store"
-    store.mkdir()
-    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
-    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
+    store = sample_copy
     first = materialize.materialize(store, segments_glob(store), margin_s=0)
     manifest = derived_manifest.current_snapshot(store)
     assert manifest is not None and manifest.complete and first["partitions"] == len(manifest.partitions) > 0
