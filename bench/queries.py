@@ -266,25 +266,37 @@ def main() -> int:
         }
     if args.fresh:
         sent = send_new_turns(store, args.fresh)
+        load = round(os.getloadavg()[0], 2)
         refresh = materialize_child(store, args.threads, full=False)
         say(
             f"refresh after {sent} spans of new turns: {refresh['seconds']:.2f} s"
             f" ({refresh['wall_s']:.1f} s with the interpreter), {refresh['touched_turns']} turns,"
             f" partitions {refresh['written_partitions']}, peak RSS {refresh['peak_rss_mb']:.0f} MB"
         )
-        results |= {"refresh_s": refresh["seconds"], "refresh_peak_rss_mb": refresh["peak_rss_mb"]}
-        results["refresh_step_s"] = refresh["step_seconds"]
+        results |= {
+            "load_average_1m_before_refresh": load,
+            "refresh_s": refresh["seconds"],
+            "refresh_cpu_s": refresh["cpu_seconds"],
+            "refresh_peak_rss_mb": refresh["peak_rss_mb"],
+            "refresh_step_s": refresh["step_seconds"],
+            "refresh_step_cpu_s": refresh["step_cpu_seconds"],
+        }
         resent = resend_as_fresh(store, args.fresh)
         retry = materialize_child(store, args.threads, full=False)
         say(
             f"refresh after {resent} re-sent stored spans: {retry['seconds']:.2f} s, {retry['touched_turns']}"
             f" turns in {len(retry['written_partitions'])} partitions"
         )
-        results["refresh_retry_s"] = retry["seconds"]
+        results |= {"refresh_retry_s": retry["seconds"], "refresh_retry_cpu_s": retry["cpu_seconds"]}
         fold = materialize_child(store, args.threads, full=False, fold=True)
         folded = len(fold["folded_partitions"])
         say(f"fold of the deltas into {folded} partitions' files: {fold['seconds']:.2f} s")
-        results |= {"refresh_fold_s": fold["seconds"], "refresh_fold_partitions": folded}
+        results |= {
+            "refresh_fold_s": fold["seconds"],
+            "refresh_fold_cpu_s": fold["cpu_seconds"],
+            "refresh_fold_partitions": folded,
+            "refresh_fold_step_s": fold["step_seconds"],
+        }
     con = catalog.connect(store)
     if args.threads:
         con.execute(f"set threads = {int(args.threads)}")  # SET takes no bound parameters

@@ -10,6 +10,7 @@ than the one already published.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -295,29 +296,58 @@ def _write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path) -> Pa
 
 
 def update_derived(store_dir: Path, segments_glob: str, queries_dir: Path = QUERIES_DIR) -> Path:
-    """Rewrites the catalogue for a new version of the derived state: a copy of the current catalogue with
-    only
-    the reads of the derived state replaced (a whole catalogue binds every view again, seconds on a loaded
-    machine), renamed into place as write_catalog does. Without a catalogue to copy, writes a whole one."""
+    """Rewrites the catalogue for a new version of the derived state: a copy of the current catalogue in which
+    only what names the version's files and watermark is replaced (the macros the derived views call, and
+    turnlens_snapshot: nothing is bound again), renamed into place as write_catalog does. A whole catalogue is
+    written instead when there is none to copy, or the one in place was written for another folder, from other
+    SQL, with other settings or tool registry, or without derived state (its derived views are the live
+    ones)."""
     target = store_dir / CATALOG_FILE
-    if not target.exists() or written_for(store_dir) != store_dir.resolve():
-        # none to copy, or one of another folder (a copied or moved store): its views name that folder's files
-        return write_catalog(store_dir, segments_glob, queries_dir)
-    with _catalog_lock(store_dir):
-        tmp = _tmp_catalog(store_dir)
-        tmp.unlink(missing_ok=True)
-        shutil.copyfile(target, tmp)
+    if target.exists():
+        with _catalog_lock(store_dir):
+            if _update_copy(store_dir, segments_glob):
+                return target
+    return write_catalog(store_dir, segments_glob, queries_dir)
+
+
+def _update_copy(store_dir: Path, segments_glob: str) -> bool:
+    """update_derived's copy, under the catalogue lock; False (nothing changed) when a whole one is needed."""
+    manifest = derived_manifest.current_snapshot(store_dir)
+    if manifest is None:
+        return False
+    target = store_dir / CATALOG_FILE
+    tmp = _tmp_catalog(store_dir)
+    tmp.unlink(missing_ok=True)
+    shutil.copyfile(target, tmp)
+    reusable = False
+    try:
         con = duckdb.connect(str(tmp))
         try:
-            con.execute("begin")
-            apply_snapshot(con, store_dir, segments_glob, load_views(queries_dir))
-            con.execute("commit")
-            con.execute("checkpoint")
+            reusable = _recorded(con) == store_record(store_dir) and _reads_derived_state(con)
+            if reusable:
+                con.execute("begin")
+                derived_manifest.apply_snapshot_sql(con, segments_glob, manifest, values_only=True)
+                _comment_snapshot(con)
+                con.execute("commit")
+                # the copy is durable before it replaces the catalogue: a power loss leaves either file whole
+                con.execute("checkpoint")
         finally:
             con.close()
-        Path(f"{tmp}.wal").unlink(missing_ok=True)
-        os.replace(tmp, target)
-    return target
+            Path(f"{tmp}.wal").unlink(missing_ok=True)
+        if reusable:
+            os.replace(tmp, target)
+    finally:
+        if not reusable:
+            tmp.unlink(missing_ok=True)
+    return reusable
+
+
+def _reads_derived_state(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether a catalogue's derived views read derived state (not their live definitions)."""
+    found = con.execute(
+        "select count(*) from duckdb_views() where view_name = 'turnlens_current_turns' and not temporary"
+    ).fetchone()
+    return bool(found and found[0])
 
 
 STALE_TMP_AGE_S = 3600.0  # a catalog is written in seconds: a temporary one this old is abandoned
@@ -367,6 +397,14 @@ def apply_snapshot(
         derived_manifest.apply_no_state(con)
     else:
         derived_manifest.apply_snapshot_sql(con, segments_glob, manifest)
+    _comment_snapshot(con)
+    if manifest is not None:
+        for view in views:
+            if view.name in derived_manifest.VIEWS:
+                comment_view(con, view)
+
+
+def _comment_snapshot(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "comment on view turnlens_snapshot is "
         + sql_string(
@@ -374,10 +412,6 @@ def apply_snapshot(
             " `partitions` partitions of `partitions_total` while a build runs; nulls before the first"
         )
     )
-    if manifest is not None:
-        for view in views:
-            if view.name in derived_manifest.VIEWS:
-                comment_view(con, view)
 
 
 # --- the store a catalog belongs to ---------------------------------------------------------------------
@@ -385,39 +419,74 @@ def apply_snapshot(
 STORE_TABLE = "turnlens_store"
 
 
+def tables_fingerprint(store_dir: Path) -> str:
+    """A digest of what the catalog's tables hold: the settings as they resolve (settings.toml, the
+    environment) and the tool registry file. A catalog holding others is written whole again."""
+    values = settings.resolve(store_dir)
+    registry_file = store_dir / registry.REGISTRY_FILE
+    digest = hashlib.sha256(repr(sorted(values.items())).encode() + b"\0")
+    digest.update(registry_file.read_bytes() if registry_file.exists() else b"")
+    return digest.hexdigest()
+
+
+def store_record(store_dir: Path) -> tuple[str, str, str]:
+    """What a catalog written now for `store_dir` records of it (record_store): the folder, the digest of
+    the SQL, the digest of the settings and the tool registry."""
+    return str(store_dir.resolve()), sql_fingerprint(), tables_fingerprint(store_dir)
+
+
 def record_store(con: duckdb.DuckDBPyConnection, store_dir: Path) -> None:
     """Writes into the catalog the folder it was written for and the digest of the SQL it was written from:
     its views name that folder's files by absolute path, so a copied or moved store is told by a recorded
-    folder that is not its own, and an upgrade by a digest that is not this turnlens's (`written_for`)."""
+    folder that is not its own, and an upgrade by a digest that is not this turnlens's (`written_for`). The
+    digest of its settings and registry tells a materialiser whether a copy of it may be reused."""
+    folder, sql, tables = store_record(store_dir)
     con.execute(
         f"create or replace table {STORE_TABLE} as"
-        " select $dir::varchar as store_dir, $sql::varchar as sql_sha256",
-        {"dir": str(store_dir.resolve()), "sql": sql_fingerprint()},
+        " select $dir::varchar as store_dir, $sql::varchar as sql_sha256, $tables::varchar as tables_sha256",
+        {"dir": folder, "sql": sql, "tables": tables},
     )
     con.execute(
         f"comment on table {STORE_TABLE} is "
         + sql_string(
-            "the store folder this catalog was written for (its views read that folder's files) and the"
-            " digest of the SQL it was written from"
+            "the store folder this catalog was written for (its views read that folder's files), the"
+            " digest of the SQL it was written from and that of the settings and tool registry it holds"
         )
     )
 
 
-def written_for(store_dir: Path) -> tuple[Path | None, str | None]:
+def _recorded(con: duckdb.DuckDBPyConnection) -> tuple[str, str, str] | None:
+    """What a catalog recorded of its store (record_store), on a connection to it; None if it does not say
+    all of it (written by an older turnlens)."""
+    if not _has_store_table(con):
+        return None
+    columns = {row[0] for row in con.execute(f"describe {STORE_TABLE}").fetchall()}
+    if "tables_sha256" not in columns:
+        return None
+    rows = con.execute(f"select store_dir, sql_sha256, tables_sha256 from {STORE_TABLE}").fetchall()
+    return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+
+def written_for(
+    store_dir: Path, con: duckdb.DuckDBPyConnection | None = None
+) -> tuple[Path | None, str | None]:
     """The folder the store's catalog was written for and the digest of its SQL; None for either without a
-    catalog or for one that does not say (written by a turnlens before it recorded it)."""
-    try:
-        con = duckdb.connect(str(store_dir / CATALOG_FILE), read_only=True)
-    except duckdb.IOException:
-        return None, None
-    try:
-        if not _has_store_table(con):
+    catalog or for one that does not say (written by a turnlens before it recorded it). `con`: a connection
+    to that catalog already open (else one is opened for the question)."""
+    if con is None:
+        try:
+            opened = duckdb.connect(str(store_dir / CATALOG_FILE), read_only=True)
+        except duckdb.IOException:
             return None, None
-        columns = {row[0] for row in con.execute(f"describe {STORE_TABLE}").fetchall()}
-        digest = "sql_sha256" if "sql_sha256" in columns else "null"
-        rows = con.execute(f"select store_dir, {digest} from {STORE_TABLE}").fetchall()
-    finally:
-        con.close()
+        try:
+            return written_for(store_dir, opened)
+        finally:
+            opened.close()
+    if not _has_store_table(con):
+        return None, None
+    columns = {row[0] for row in con.execute(f"describe {STORE_TABLE}").fetchall()}
+    digest = "sql_sha256" if "sql_sha256" in columns else "null"
+    rows = con.execute(f"select store_dir, {digest} from {STORE_TABLE}").fetchall()
     if not rows:
         return None, None
     folder, sql = rows[0]
@@ -437,16 +506,17 @@ class MovedStore(CatalogError):
     """The store's catalog was written for another folder and cannot be rewritten here."""
 
 
-def follow_move(store_dir: Path) -> None:
+def follow_move(store_dir: Path, con: duckdb.DuckDBPyConnection | None = None) -> bool:
     """Rewrites the store's catalog when it was written for another folder (the store was copied or moved):
     its views would read the files of that folder, or of none; or from other SQL (turnlens was upgraded): its
     views would lack what this version's queries call. Raises MovedStore when the catalog cannot be written
-    here (a read-only copy), saying what to run."""
-    recorded, sql = written_for(store_dir)
+    here (a read-only copy), saying what to run. `con`: a connection to the catalog already open (it keeps
+    reading the old file: reopen it when this returns True, the catalog rewritten)."""
+    recorded, sql = written_for(store_dir, con)
     moved = recorded is not None and recorded != store_dir.resolve()
     upgraded = sql is not None and sql != sql_fingerprint()
     if not moved and not upgraded:
-        return
+        return False
     if recorded is None:
         recorded = store_dir.resolve()
     try:
@@ -458,6 +528,7 @@ def follow_move(store_dir: Path) -> None:
             f"cannot be rewritten here ({exc.strerror or exc}); run "
             f"`turnlens views --store {store_dir} --rebuild` as a user who can write the store"
         ) from exc
+    return True
 
 
 def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:

@@ -47,6 +47,7 @@ DELTA_DIR = "delta"
 # the store's catalogue: VIEWS read the partitions and the deltas
 CATALOG_FILES = ("identity.sql", "current.sql", "snapshot.sql")
 _STEP = re.compile(r"^-- step: (\w+)$", re.MULTILINE)
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
 
 @dataclass(frozen=True)
@@ -197,8 +198,11 @@ def fill(sql: str, values: Mapping[str, str]) -> str:
     return sql
 
 
-def apply_snapshot_sql(con: duckdb.DuckDBPyConnection, segments_glob: str, manifest: Manifest) -> None:
-    """Creates the catalogue's reads of the derived state (CATALOG_FILES) on `con`."""
+def apply_snapshot_sql(
+    con: duckdb.DuckDBPyConnection, segments_glob: str, manifest: Manifest, values_only: bool = False
+) -> None:
+    """Creates the catalogue's reads of the derived state (CATALOG_FILES) on `con`; with `values_only`, on a
+    catalogue that reads another version already, only what names the version's files and watermark."""
     listed = sqlfiles.read_order(DERIVED_SQL)
     values = {
         "segments": sqlfiles.sql_string(segments_glob),
@@ -219,7 +223,8 @@ def apply_snapshot_sql(con: duckdb.DuckDBPyConnection, segments_glob: str, manif
     for name in CATALOG_FILES:
         if name not in listed:
             raise sqlfiles.CatalogError(f"{DERIVED_SQL / '_order'} does not list {name}")
-        apply_sql(con, name, values, manifest, VIEWS)  # the identity tables are read as files (above)
+        # the identity tables are read as files (above)
+        apply_sql(con, name, values, manifest, VIEWS, values_only=values_only)
 
 
 def apply_sql(
@@ -229,12 +234,18 @@ def apply_sql(
     manifest: Manifest,
     tables: tuple[str, ...] = TABLES,
     temp: bool = False,
+    values_only: bool = False,
 ) -> None:
     """Runs one file of derived/ on `con`: a statement naming {{table}} once per table (with its file lists),
-    one naming {{view}} once per view; `temp` makes its views temporary (the materialiser's connection)."""
+    one naming {{view}} once per view; `temp` makes its views and macros temporary (the materialiser's
+    connection); `values_only` runs only the statements naming a value of the manifest (the others read
+    those through the macros: they stay as they are)."""
     for statement in sqlfiles.split_statements((DERIVED_SQL / name).read_text()):
+        if values_only and not set(_PLACEHOLDER.findall(statement)) - {"table", "view"}:
+            continue
         if temp:
             statement = statement.replace("create or replace view", "create or replace temp view")
+            statement = statement.replace("create or replace macro", "create or replace temp macro")
         if "{{table}}" in statement:
             for table in tables:
                 con.execute(fill(statement, {**values, **manifest.current_values(table)}))

@@ -37,7 +37,7 @@ import shutil
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -153,6 +153,8 @@ class _Run:
         self.cutoff = _hour_floor(watermark - int(ROLLUP_AFTER_S * 1e9))
         self.placeholder = str(Path(segments_glob).parent.parent / segments.PLACEHOLDER)
         self.written_dirs: set[Path] = set()
+        self.published: list[Manifest] = []  # the versions this run published, oldest first
+        self.published_at: list[float] = []  # when (time.perf_counter()) each was
 
     def step(
         self, name: str, values: Mapping[str, str] | None = None, params: Mapping[str, Any] | None = None
@@ -177,10 +179,12 @@ class _Run:
         for statement in catalog.split_statements(fill(body, values)):
             view = _TEMP_VIEW.search(statement)
             if view is not None and view[1] in held:
-                holding = time.perf_counter()
+                holding, holding_cpu = time.perf_counter(), time.process_time()
                 self.con.execute(statement.replace(view[0], f"create or replace temp table {view[1]} as", 1))
                 TIMINGS[f"hold {view[1]}"] += time.perf_counter() - holding
+                CPU_TIMINGS[f"hold {view[1]}"] += time.process_time() - holding_cpu
                 started += time.perf_counter() - holding
+                cpu += time.process_time() - holding_cpu
             else:
                 self.con.execute(statement)
         TIMINGS[f"define {phase}"] += time.perf_counter() - started
@@ -211,12 +215,13 @@ class _Run:
         CPU_TIMINGS[f"write {target.parent.parent.name}"] += time.process_time() - cpu
 
     def present_segments(self) -> list[str]:
-        return [
-            file
-            for (file,) in self.con.execute(
-                "select file from glob($glob)", {"glob": self.segments_glob}
-            ).fetchall()
-        ]
+        with _timed("list segments"):
+            return [
+                file
+                for (file,) in self.con.execute(
+                    "select file from glob($glob)", {"glob": self.segments_glob}
+                ).fetchall()
+            ]
 
     def stored_copies(self) -> int:
         """The copies the store's segments hold, from their footers."""
@@ -294,9 +299,11 @@ def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_li
     already; rebinding them all costs seconds), everything the run creates temporary."""
     if not (store_dir / catalog.CATALOG_FILE).exists():
         catalog.write_catalog(store_dir, segments_glob)
-    else:  # a catalogue of another folder or another turnlens lacks this run's macros or reads other files
-        catalog.follow_move(store_dir)
     con = duckdb.connect(str(store_dir / catalog.CATALOG_FILE), read_only=True)
+    # a catalogue of another folder or another turnlens lacks this run's macros or reads other files
+    if catalog.follow_move(store_dir, con):
+        con.close()
+        con = duckdb.connect(str(store_dir / catalog.CATALOG_FILE), read_only=True)
     if threads:
         con.execute(f"set threads = {int(threads)}")  # SET binds no parameters
     spill = store_dir / DERIVED_DIR / ".spill"
@@ -349,11 +356,14 @@ def materialize(
     CPU_TIMINGS.clear()
     watermark = (now_ns if now_ns is not None else time.time_ns()) - int(margin_s * 1e9)
     with _lock(store_dir), leases.reading(store_dir, long=True):
-        found = read_manifest(store_dir)
-        _remove_unpublished(store_dir, found)
-        previous = current_snapshot(store_dir)
+        with _timed("read manifest"):
+            found = read_manifest(store_dir)
+            previous = current_snapshot(store_dir)
+        with _timed("remove unpublished"):
+            _remove_unpublished(store_dir, found)
         version = (found.version if found else 0) + 1
-        con = _connect(store_dir, segments_glob, threads, memory_limit)
+        with _timed("connect"):
+            con = _connect(store_dir, segments_glob, threads, memory_limit)
         try:
             run = _Run(store_dir, segments_glob, con, watermark, version)
             if previous is not None and previous.complete and not full:
@@ -367,8 +377,12 @@ def materialize(
                 manifest, summary = _full_build(run, found, bucket_spans, engine or local_buckets)
         finally:
             con.close()
-        _retire(store_dir, manifest, found, grace_s)
-        _remove_old_format(store_dir, grace_s)
+        with _timed("retire"):
+            _retire(store_dir, manifest, found, run.published[:-1], grace_s)
+            _remove_old_format(store_dir, grace_s)
+    if summary["mode"] == "refresh":
+        # when its rows were readers': before a fold and a roll-up the same run goes on with
+        summary["fresh_seconds"] = round(run.published_at[0] - started, 3)
     summary |= {
         "generation": manifest.generation,
         "version": manifest.version,
@@ -398,25 +412,36 @@ def peak_rss_mb() -> float | None:
     return None
 
 
+@contextmanager
+def _timed(name: str) -> Iterator[None]:
+    """Adds the block's wall and CPU seconds to a step of TIMINGS and CPU_TIMINGS."""
+    started, cpu = time.perf_counter(), time.process_time()
+    try:
+        yield
+    finally:
+        TIMINGS[name] += time.perf_counter() - started
+        CPU_TIMINGS[name] += time.process_time() - cpu
+
+
 def publish(run: _Run, manifest: Manifest) -> None:
     """Makes a manifest current, durably: its files' directories fsynced, the manifest written to a temporary
     name, fsynced and renamed (a versioned copy first, for readers pinning a version), then the catalogue
     rewritten to read it."""
-    started = time.perf_counter()
-    for directory in sorted(run.written_dirs | {d.parent for d in run.written_dirs}):
-        segments.fsync_dir(directory)  # the new files' entries, and the entries of new partition folders
-    run.written_dirs.clear()
-    body = json.dumps(manifest.to_json(), indent=1) + "\n"
-    versions = run.folder / MANIFESTS_DIR
-    segments.ensure_dir(versions)
-    for target in (versions / f"v{manifest.version}.json", run.folder / CURRENT_FILE):
-        tmp = segments.tmp_path(target)
-        tmp.write_text(body)
-        segments.publish(tmp, target)
-    TIMINGS["publish manifest"] += time.perf_counter() - started
-    started = time.perf_counter()
-    catalog.update_derived(run.store_dir, run.segments_glob)
-    TIMINGS["write catalogue"] += time.perf_counter() - started
+    with _timed("publish manifest"):
+        for directory in sorted(run.written_dirs | {d.parent for d in run.written_dirs}):
+            segments.fsync_dir(directory)  # the new files' entries, and the entries of new partition folders
+        run.written_dirs.clear()
+        body = json.dumps(manifest.to_json(), indent=1) + "\n"
+        versions = run.folder / MANIFESTS_DIR
+        segments.ensure_dir(versions)
+        for target in (versions / f"v{manifest.version}.json", run.folder / CURRENT_FILE):
+            tmp = segments.tmp_path(target)
+            tmp.write_text(body)
+            segments.publish(tmp, target)
+    with _timed("write catalogue"):
+        catalog.update_derived(run.store_dir, run.segments_glob)
+    run.published.append(manifest)
+    run.published_at.append(time.perf_counter())
 
 
 def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
@@ -461,12 +486,17 @@ def _remove_old_format(store_dir: Path, grace_s: float) -> None:
         pass  # the next run retires them
 
 
-def _retire(store_dir: Path, manifest: Manifest, found: Manifest | None, grace_s: float) -> None:
-    """Hands the files the previous manifest named and this one does not to compaction's deferred deletion;
-    when compaction holds the store's maintenance lock they wait in the manifest for the next run."""
+def _retire(
+    store_dir: Path, manifest: Manifest, found: Manifest | None, between: list[Manifest], grace_s: float
+) -> None:
+    """Hands the files the previous manifest (and those the run published `between` it and this one) named
+    and this one does not to compaction's deferred deletion; when compaction holds the store's maintenance
+    lock they wait in the manifest for the next run."""
     retiring = set(manifest.retiring)
+    named = {name for published in between for name in published.files()}
     if found is not None:
-        retiring |= (found.files() | set(found.retiring)) - manifest.files()
+        named |= found.files() | set(found.retiring)
+    retiring |= named - manifest.files()
     if not retiring:
         return
     try:
@@ -584,12 +614,19 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
         deltas=deltas,
     )
     folded: list[str] = []
-    if manifest.deltas and (
+    fold = bool(manifest.deltas) and (
         len(manifest.deltas) > deltas_max
         or sum(int(delta["turns"]) for delta in manifest.deltas) > DELTA_TURNS_MAX
-        or gone
+        or bool(gone)
         or _roll_up_due(run, manifest)
-    ):
+    )
+    if touched and (fold or _roll_up_due(run, manifest)):
+        # the new rows are readers' before the fold and roll-up rewrite partitions (seconds for a large one):
+        # this version publishes the delta, the next one, in the same run, the rewritten partitions
+        publish(run, manifest)
+        run.version += 1
+        manifest = replace(manifest, version=run.version)
+    if fold:
         manifest, folded = _fold(run, manifest)
     manifest = _roll_up(run, manifest)
     publish(run, manifest)

@@ -10,16 +10,27 @@
 -- replaced its turn. A replaced turn with no row in a delta (its spans left, or it merged into another turn) has
 -- none in force.
 
+-- The file lists are macros the views call, bound when a view is read: a new version of the derived state replaces
+-- these macros (and snapshot.sql's) in a copy of the catalogue and nothing else, so none of the views is bound again
+-- to write it (queries/catalog.py, update_derived).
+create or replace macro turnlens_replaced_files() as {{replaced_files}};
+
+-- once for each derived table ({{table}}): its base files
+create or replace macro turnlens_base_files_{{table}}() as {{base_files}};
+
+-- once for each derived table ({{table}}): its delta files
+create or replace macro turnlens_delta_files_{{table}}() as {{delta_files}};
+
 -- each turn some delta replaced, with the newest such delta's version (from its file name, <table>-v<N>.parquet)
 create or replace view turnlens_superseded as
 select session_id, turn_id, max(regexp_extract(filename, '-v([0-9]+)\.parquet$', 1)::bigint) as version
-from read_parquet({{replaced_files}}, hive_partitioning = false, union_by_name = true, filename = true)
+from read_parquet(turnlens_replaced_files(), hive_partitioning = false, union_by_name = true, filename = true)
 group by session_id, turn_id;
 
 -- once for each derived table ({{table}}): the rows of the deltas in force
 create or replace view turnlens_delta_{{table}} as
 select d.* exclude (filename)
-from read_parquet({{delta_files}}, hive_partitioning = false, filename = true) as d
+from read_parquet(turnlens_delta_files_{{table}}(), hive_partitioning = false, filename = true) as d
 semi join turnlens_superseded as s
     on d.session_id = s.session_id
         and d.turn_id = s.turn_id
@@ -27,7 +38,7 @@ semi join turnlens_superseded as s
 
 -- once for each derived table ({{table}}): every row in force
 create or replace view turnlens_current_{{table}} as
-select * from read_parquet({{base_files}}, hive_partitioning = false)
+select * from read_parquet(turnlens_base_files_{{table}}(), hive_partitioning = false)
 anti join turnlens_superseded using (session_id, turn_id)
 union all by name
 select * from turnlens_delta_{{table}};

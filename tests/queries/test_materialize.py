@@ -211,3 +211,56 @@ def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_re
     scheduled = {str((store / "segments" / name).resolve()) for entry in pending for name in entry["sources"]}
     replaced = {str(Path(name).resolve()) for name in named if "/p=" in name}
     assert replaced and replaced <= scheduled
+
+
+def test_a_fold_publishes_the_new_rows_first_and_readers_keep_the_catalogue_they_opened(
+    tmp_path: Path,
+) -> None:
+    """A refresh that folds publishes its delta first (readers see the new rows before partitions are
+    rewritten), then the fold; each version by a copy of the catalogue in which only the derived state's files
+    and watermark change. A reader that opened the catalogue before keeps reading its version; every view
+    keeps its documentation; an edited settings.toml reaches the catalogue with the next refresh."""
+    store = tmp_path / "store"
+    store.mkdir()
+    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
+    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
+    first = materialize.materialize(store, segments_glob(store), margin_s=0)
+    pinned = catalog.connect(store)
+    held = pinned.execute("select generation from turnlens_snapshot").fetchall()
+    assert held == [(first["generation"],)]
+
+    # the same spans re-sent touch every turn; a fold is due at once
+    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
+    refreshed = materialize.materialize(store, segments_glob(store), margin_s=0, deltas_max=0)
+    assert refreshed["touched_turns"] > 0 and refreshed["deltas"] == 0 and refreshed["folded_partitions"]
+    assert refreshed["version"] == first["version"] + 2
+    assert 0 < refreshed["fresh_seconds"] <= refreshed["seconds"]
+    versions = store / "derived" / "manifests"
+    delta_version = json.loads((versions / f"v{first['version'] + 1}.json").read_text())
+    assert [delta["version"] for delta in delta_version["deltas"]] == [first["version"] + 1]
+
+    # the old reader still reads the version it opened, whole; new readers read the newest
+    assert pinned.execute("select generation from turnlens_snapshot").fetchall() == held
+    for view in derived_manifest.VIEWS:
+        pinned.execute(f"select count(*) from {view}").fetchall()
+    pinned.close()
+    assert snapshot_rows(store) == plain_rows(store)
+    with catalog.connect(store) as con:
+        [(generation,)] = con.execute("select generation from turnlens_snapshot").fetchall()
+        assert generation == refreshed["generation"]
+        undocumented = con.execute(
+            "select table_name, column_name from duckdb_columns()"
+            " where list_contains($views, table_name) and comment is null",
+            {"views": list(derived_manifest.VIEWS)},
+        ).fetchall()
+        assert undocumented == []
+    # the delta published before the fold waits for deletion with the files the fold replaced
+    pending = json.loads((store / "segments" / "_maintenance.json").read_text())["entries"]
+    scheduled = {str((store / "segments" / name).resolve()) for entry in pending for name in entry["sources"]}
+    delta_files = set((store / "derived" / "delta").glob(f"*-v{first['version'] + 1}.parquet"))
+    assert delta_files and {str(path.resolve()) for path in delta_files} <= scheduled
+
+    (store / "settings.toml").write_text("slo_cancel_to_ack_ms = 50\n")
+    materialize.materialize(store, segments_glob(store), margin_s=0)
+    with catalog.connect(store) as con:
+        assert con.execute("select slo_cancel_to_ack_ms from settings").fetchall() == [(50,)]
