@@ -214,16 +214,13 @@ def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_re
 
 
 def test_a_fold_publishes_the_new_rows_first_and_readers_keep_the_catalogue_they_opened(
-    tmp_path: Path,
+    sample_copy: Path,
 ) -> None:
     """A refresh that folds publishes its delta first (readers see the new rows before partitions are
     rewritten), then the fold; each version by a copy of the catalogue in which only the derived state's files
     and watermark change. A reader that opened the catalogue before keeps reading its version; every view
     keeps its documentation; an edited settings.toml reaches the catalogue with the next refresh."""
-    store = tmp_path / "store"
-    store.mkdir()
-    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
-    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
+    store = sample_copy
     first = materialize.materialize(store, segments_glob(store), margin_s=0)
     pinned = catalog.connect(store)
     held = pinned.execute("select generation from turnlens_snapshot").fetchall()
