@@ -9,9 +9,6 @@ same rules firing the runner reported.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path

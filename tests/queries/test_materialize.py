@@ -73,9 +73,15 @@ def ingest(store: Path, lines: list[bytes], path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
-    """The simulator's export requests (OTLP JSON lines) for a mix of every scenario."""
-    out = tmp_path_factory.mktemp("fleet") / "fleet.jsonl.gz"
-    assert main(["simulate", "--sessions", "240", "--seed", "7", "--out", str(out), "--quiet"]) == 0
+    """The simulator's export requests (OTLP JSON lines) for a mix of every scenario: the fewest sessions
+    whose labels hold every scenario's turns and every kind of finding."""
+    folder = tmp_path_factory.mktemp("fleet")
+    out, labels_file = folder / "fleet.jsonl.gz", folder / "labels.json"
+    assert main(["simulate", "--sessions", "80", "--seed", "7", "--quiet"]
+                + ["--out", str(out), "--labels", str(labels_file)]) == 0
+    labels = json.loads(labels_file.read_text())
+    assert {turn["scenario"] for turn in labels["turns"]} == set(labels["scenarios"])
+    assert {finding["kind"] for finding in labels["findings"]} == set(labels["kinds"])
     return gzip.decompress(out.read_bytes()).splitlines(keepends=True)
 
 
@@ -86,7 +92,7 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
     # every other export request now, the rest later: most turns and keys end up with spans on both sides
     ingest(store, fleet[0::2], tmp_path / "first.jsonl")
-    first = materialize.materialize(store, segments_glob(store), margin_s=0, bucket_spans=2_000)
+    first = materialize.materialize(store, segments_glob(store), margin_s=0, bucket_spans=300)
     assert first["mode"] == "full"
     assert snapshot_rows(store) == plain_rows(store)
     assert not list((store / "derived").glob(".shuffle-v*")), "each unit's input files are removed once used"
