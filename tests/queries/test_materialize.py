@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from storebuilder import rounded
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize, turn_queries
 from turnlens.queries import manifest as derived_manifest
@@ -55,15 +56,17 @@ def plain_rows(store: Path) -> dict[str, list[tuple]]:
     for view in ("side_effects", "cancel_acks", "divergences"):
         con.execute(f"create temp table plain_{view} as select * from {PLAIN[view]}")
     rows = {
-        view: con.execute(f"select * from {source} order by all").fetchall() for view, source in PLAIN.items()
+        view: rounded(con.execute(f"select * from {source} order by all").fetchall())
+        for view, source in PLAIN.items()
     }
     con.close()
     return rows
 
 
 def snapshot_rows(store: Path) -> dict[str, list[tuple]]:
+    """Every row of the views as the store's catalogue reads them (floats to 9 decimals, as plain_rows)."""
     with catalog.connect(store) as con:
-        return {view: con.execute(f"select * from {view} order by all").fetchall() for view in PLAIN}
+        return {view: rounded(con.execute(f"select * from {view} order by all").fetchall()) for view in PLAIN}
 
 
 def ingest(store: Path, lines: list[bytes], path: Path) -> None:
@@ -73,8 +76,8 @@ def ingest(store: Path, lines: list[bytes], path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
-    """The simulator's export requests (OTLP JSON lines) for a mix of every scenario: the fewest sessions
-    whose labels hold every scenario's turns and every kind of finding."""
+    """The simulator's export requests (OTLP JSON lines) for a mix of every scenario: few sessions (80),
+    whose labels still hold every scenario's turns and every kind of finding."""
     folder = tmp_path_factory.mktemp("fleet")
     out, labels_file = folder / "fleet.jsonl.gz", folder / "labels.json"
     assert main(["simulate", "--sessions", "80", "--seed", "7", "--quiet"]
@@ -93,7 +96,7 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     # every other export request now, the rest later: most turns and keys end up with spans on both sides
     ingest(store, fleet[0::2], tmp_path / "first.jsonl")
     first = materialize.materialize(store, segments_glob(store), margin_s=0, bucket_spans=300)
-    assert first["mode"] == "full"
+    assert first["mode"] == "full" and first["units"] > 1, "a full build computed in several units"
     assert snapshot_rows(store) == plain_rows(store)
     assert not list((store / "derived").glob(".shuffle-v*")), "each unit's input files are removed once used"
 
