@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import samplestore
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,3 +31,15 @@ def _free_port() -> int:
 def free_port() -> Callable[[], int]:
     """Gives TCP ports on 127.0.0.1 that nothing listens on right now."""
     return _free_port
+
+
+@pytest.fixture(scope="session")
+def ingested_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded sample ingested once for the whole session. Never change it: take `sample_copy`."""
+    return samplestore.ingest_sample(tmp_path_factory.mktemp("ingested-sample") / "store")
+
+
+@pytest.fixture
+def sample_copy(ingested_sample: Path, tmp_path: Path) -> Path:
+    """This test's own copy of the ingested recorded sample (with the fleet's tool registry)."""
+    return samplestore.copy_store(ingested_sample, tmp_path / "store")

@@ -9,9 +9,6 @@ same rules firing the runner reported.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +16,7 @@ from pathlib import Path
 import jsonschema
 import payload_schemas
 import pytest
+import samplestore
 from streamlit.testing.v1 import AppTest
 from turnlens.dashboard import data
 
@@ -33,20 +31,10 @@ def _iso(ns: int, delta: timedelta = timedelta(0)) -> str:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The recorded sample, as recorded, through the real `turnlens ingest`, with the fleet's registry."""
-    store = tmp_path_factory.mktemp("recorded") / "store"
-    store.mkdir()
-    shutil.copy(REPO / "sample_data" / "tool_registry.toml", store / "tool_registry.toml")
-    ingest = subprocess.run(
-        [sys.executable, "-m", "turnlens.cli", "ingest", "--store", str(store), "--quiet"]
-        + [str(REPO / "sample_data" / "sample.jsonl.gz")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert ingest.returncode == 0, ingest.stderr
-    return store
+def recorded(ingested_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded sample, as recorded, through the real `turnlens ingest`, with the fleet's registry (a
+    copy of the session's ingested sample: the alert runs below leave their state in it)."""
+    return samplestore.copy_store(ingested_sample, tmp_path_factory.mktemp("recorded") / "store")
 
 
 def _records(out: str) -> list[dict]:

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import otlp_samples as s
@@ -25,6 +24,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
+from storebuilder import rounded
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import manifest as derived_manifest
 from turnlens.queries import materialize
@@ -174,16 +174,6 @@ STORED = {
 AS_READ = ("divergences", "turns")
 
 
-def _rounded(value: Any) -> Any:
-    """A float to 9 decimals (a sum's last bit depends on the order DuckDB's threads added it up), in rows and
-    lists alike."""
-    if isinstance(value, float):
-        return round(value, 9)
-    if isinstance(value, list | tuple):
-        return type(value)(_rounded(item) for item in value)
-    return value
-
-
 def _derived_rows(store: Path) -> dict[str, list[tuple]]:
     """Every row of every table of the store's current derived state, sorted (and the views AS_READ)."""
     manifest = derived_manifest.current_snapshot(store)
@@ -201,7 +191,7 @@ def _derived_rows(store: Path) -> dict[str, list[tuple]]:
     finally:
         con.close()
     rows |= {f"{view} read": s.query(store, f"select * from {view} order by all") for view in AS_READ}
-    return {table: [_rounded(row) for row in table_rows] for table, table_rows in rows.items()}
+    return {table: [rounded(row) for row in table_rows] for table, table_rows in rows.items()}
 
 
 def test_three_collectors_and_two_materialisers_killed_at_random_lose_nothing(tmp_path: Path) -> None:

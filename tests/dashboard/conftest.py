@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import samplestore
 from turnlens.dashboard import data
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog
@@ -81,24 +82,11 @@ def on_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], None]
 
 
 @pytest.fixture(scope="session")
-def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def sample_store(ingested_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The simulator's recorded sample (every finding kind) through the real `turnlens ingest`, with the
-    fleet's tool registry and the alert state of one `turnlens alerts run` over it."""
-    path = tmp_path_factory.mktemp("sample-store")
-    shutil.copy(REPO / "sample_data" / "tool_registry.toml", path / "tool_registry.toml")
-    subprocess.run(
-        [
-            str(TURNLENS),
-            "ingest",
-            "--store",
-            str(path),
-            "--quiet",
-            str(REPO / "sample_data" / "sample.jsonl.gz"),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=180,
-    )
+    fleet's tool registry and the alert state of one `turnlens alerts run` over it (on a copy of the
+    session's ingested sample)."""
+    path = samplestore.copy_store(ingested_sample, tmp_path_factory.mktemp("sample-store") / "store")
     con = catalog.connect(path)
     try:
         newest_ms = int(data.run_named(con, "store_bounds", {})["newest_ms"].iloc[0])

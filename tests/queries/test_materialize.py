@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from storebuilder import rounded
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize, turn_queries
 from turnlens.queries import manifest as derived_manifest
@@ -55,15 +56,17 @@ def plain_rows(store: Path) -> dict[str, list[tuple]]:
     for view in ("side_effects", "cancel_acks", "divergences"):
         con.execute(f"create temp table plain_{view} as select * from {PLAIN[view]}")
     rows = {
-        view: con.execute(f"select * from {source} order by all").fetchall() for view, source in PLAIN.items()
+        view: rounded(con.execute(f"select * from {source} order by all").fetchall())
+        for view, source in PLAIN.items()
     }
     con.close()
     return rows
 
 
 def snapshot_rows(store: Path) -> dict[str, list[tuple]]:
+    """Every row of the views as the store's catalogue reads them (floats to 9 decimals, as plain_rows)."""
     with catalog.connect(store) as con:
-        return {view: con.execute(f"select * from {view} order by all").fetchall() for view in PLAIN}
+        return {view: rounded(con.execute(f"select * from {view} order by all").fetchall()) for view in PLAIN}
 
 
 def ingest(store: Path, lines: list[bytes], path: Path) -> None:
@@ -73,9 +76,15 @@ def ingest(store: Path, lines: list[bytes], path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
-    """The simulator's export requests (OTLP JSON lines) for a mix of every scenario."""
-    out = tmp_path_factory.mktemp("fleet") / "fleet.jsonl.gz"
-    assert main(["simulate", "--sessions", "240", "--seed", "7", "--out", str(out), "--quiet"]) == 0
+    """The simulator's export requests (OTLP JSON lines) for a mix of every scenario: few sessions (80),
+    whose labels still hold every scenario's turns and every kind of finding."""
+    folder = tmp_path_factory.mktemp("fleet")
+    out, labels_file = folder / "fleet.jsonl.gz", folder / "labels.json"
+    assert main(["simulate", "--sessions", "80", "--seed", "7", "--quiet"]
+                + ["--out", str(out), "--labels", str(labels_file)]) == 0
+    labels = json.loads(labels_file.read_text())
+    assert {turn["scenario"] for turn in labels["turns"]} == set(labels["scenarios"])
+    assert {finding["kind"] for finding in labels["findings"]} == set(labels["kinds"])
     return gzip.decompress(out.read_bytes()).splitlines(keepends=True)
 
 
@@ -86,8 +95,8 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
     # every other export request now, the rest later: most turns and keys end up with spans on both sides
     ingest(store, fleet[0::2], tmp_path / "first.jsonl")
-    first = materialize.materialize(store, segments_glob(store), margin_s=0, bucket_spans=2_000)
-    assert first["mode"] == "full"
+    first = materialize.materialize(store, segments_glob(store), margin_s=0, bucket_spans=300)
+    assert first["mode"] == "full" and first["units"] > 1, "a full build computed in several units"
     assert snapshot_rows(store) == plain_rows(store)
     assert not list((store / "derived").glob(".shuffle-v*")), "each unit's input files are removed once used"
 
@@ -131,11 +140,8 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     assert third["mode"] == "full" and snapshot_rows(store) == refreshed
 
 
-def test_a_snapshot_of_other_inputs_is_not_used(tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    store.mkdir()
-    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
-    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
+def test_a_snapshot_of_other_inputs_is_not_used(sample_copy: Path) -> None:
+    store = sample_copy
     materialize.materialize(store, segments_glob(store), margin_s=0)
     assert derived_manifest.current_snapshot(store) is not None
     with catalog.connect(store) as con:
@@ -169,22 +175,18 @@ def test_a_second_materialiser_is_refused_while_one_runs(tmp_path: Path) -> None
         materialize.materialize(store, segments_glob(store))
 
 
-def test_a_fresh_store_says_nothing_is_built_yet(tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
-    with catalog.connect(store) as con:
+def test_a_fresh_store_says_nothing_is_built_yet(sample_copy: Path) -> None:
+    # the recorded sample just ingested: nothing was ever materialised on it
+    with catalog.connect(sample_copy) as con:
         assert con.execute("select watermark_at, partitions, complete from turnlens_snapshot").fetchall() == [
             (None, 0, False)
         ]
 
 
 def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_replaced(
-    tmp_path: Path,
+    sample_copy: Path,
 ) -> None:
-    store = tmp_path / "store"
-    store.mkdir()
-    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
-    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
+    store = sample_copy
     first = materialize.materialize(store, segments_glob(store), margin_s=0)
     manifest = derived_manifest.current_snapshot(store)
     assert manifest is not None and manifest.complete and first["partitions"] == len(manifest.partitions) > 0
@@ -221,16 +223,13 @@ def test_a_refresh_leaves_partitions_nothing_touched_and_retires_the_files_it_re
 
 
 def test_a_fold_publishes_the_new_rows_first_and_readers_keep_the_catalogue_they_opened(
-    tmp_path: Path,
+    sample_copy: Path,
 ) -> None:
     """A refresh that folds publishes its delta first (readers see the new rows before partitions are
     rewritten), then the fold; each version by a copy of the catalogue in which only the derived state's files
     and watermark change. A reader that opened the catalogue before keeps reading its version; every view
     keeps its documentation; an edited settings.toml reaches the catalogue with the next refresh."""
-    store = tmp_path / "store"
-    store.mkdir()
-    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
-    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
+    store = sample_copy
     first = materialize.materialize(store, segments_glob(store), margin_s=0)
     pinned = catalog.connect(store)
     held = pinned.execute("select generation from turnlens_snapshot").fetchall()

@@ -5,7 +5,6 @@ views once a snapshot covers them, without anyone running `turnlens materialize`
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -14,8 +13,6 @@ from turnlens.queries import catalog
 from turnlens.queries import manifest as derived_manifest
 
 from turnlens.cli import main
-
-SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "sample.jsonl.gz"
 
 
 @pytest.mark.slow
@@ -74,8 +71,12 @@ def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> N
                     return True
             return False
 
-        for _ in range(8):  # eight more small segments, each written by an importer beside the collector
-            assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE)]) == 0
+        # eight more small segments (fewer than 100 spans each: only a merge makes the segment looked for),
+        # each written by an importer beside the collector
+        small = tmp_path / "small.jsonl"
+        assert main(["simulate", "--sessions", "4", "--seed", "11", "--out", str(small), "--quiet"]) == 0
+        for _ in range(8):
+            assert main(["ingest", "--store", str(store), "--quiet", str(small)]) == 0
         deadline = time.monotonic() + 60
         while not sorted_merged_segment() and time.monotonic() < deadline:
             time.sleep(0.5)

@@ -25,6 +25,16 @@ from turnlens.queries.catalog import write_catalog
 MS = 1_000_000  # nanoseconds in a millisecond
 
 
+def rounded(value: Any) -> Any:
+    """A float to 9 decimals (a sum's last bit depends on the order DuckDB's threads added it up), in rows and
+    lists alike: what tests compare of two computations of the same rows."""
+    if isinstance(value, float):
+        return round(value, 9)
+    if isinstance(value, list | tuple):
+        return type(value)(rounded(item) for item in value)
+    return value
+
+
 def hlc(ms: int, logical: int = 0) -> int:
     return contract.pack_hlc(ms, logical)
 
