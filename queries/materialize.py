@@ -794,8 +794,9 @@ def _full_build(
     run.fresh_phase("recompute", values)
     for table in TABLES:
         run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
-    if len(buckets) > 1:  # readers see an empty state that says a build is under way (a build of one bucket
-        publish(run, manifest)  # publishes once, whole: each publish rewrites the catalogue)
+    # readers see an empty state that says a build is under way, and keep seeing that the state is not whole
+    # if the build dies before its last bucket
+    publish(run, manifest)
     shuffle = _shuffle(run, sum(slices for _, slices in buckets), present)
     jobs: list[tuple[list[str], range]] = []  # each bucket with the units that compute it
     first = 0
