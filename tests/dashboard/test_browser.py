@@ -280,7 +280,11 @@ def test_the_time_range_comes_from_the_url_and_follows_to_other_pages(
 
 
 def _headers(page: object) -> list[str]:
-    return page.locator('[data-testid="stDataFrame"] [role="columnheader"]').all_inner_texts()
+    """The column headers of the page's tables, once the first one is drawn (the grid draws after the page's
+    script has finished)."""
+    headers = page.locator('[data-testid="stDataFrame"] [role="columnheader"]')
+    headers.first.wait_for(state="attached", timeout=60_000)  # the grid keeps them in a hidden table
+    return headers.all_inner_texts()
 
 
 def test_every_table_shows_its_key_columns_at_1440_px(dashboard_url: str, page: object) -> None:
