@@ -11,7 +11,7 @@ import time
 
 from turnlens.collector.grpc_receiver import GrpcReceiver
 from turnlens.collector.http_receiver import HttpReceiver
-from turnlens.collector.maintenance import MATERIALIZE_NICE, ChildLoop
+from turnlens.collector.maintenance import MATERIALIZE_NICE, ChildLoop, ReplacedSweeper
 from turnlens.collector.receiver import Receiver
 from turnlens.collector.settings import CollectorSettings, parse_address
 from turnlens.collector.store import PrepareStore, Store
@@ -29,7 +29,7 @@ class Collector:
         self.receiver: Receiver | None = None
         self.http: HttpReceiver | None = None
         self.grpc: GrpcReceiver | None = None
-        self.maintenance: list[ChildLoop] = []
+        self.maintenance: list[ChildLoop | ReplacedSweeper] = []
         self.started_at = time.monotonic()
 
     def start(self) -> None:
@@ -85,6 +85,7 @@ class Collector:
                     nice=MATERIALIZE_NICE,
                 )
             )
+        self.maintenance.append(ReplacedSweeper(settings.store))
         for loop in self.maintenance:
             loop.start()
 

@@ -6,17 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from turnlens.collector import compaction, leases
 from turnlens.queries import catalog
-
-from turnlens import demo
 
 pytestmark = pytest.mark.slow
 
@@ -84,40 +80,3 @@ def test_demo_loads_the_sample_streams_live_traffic_and_serves_the_dashboard(
                 os.killpg(demo.pid, signal.SIGKILL)
     assert _wait(lambda: _span_count(store) > sample_spans, 1)
 
-
-def test_the_demo_deletes_replaced_files_in_the_first_pause_of_a_long_reader(tmp_path: Path) -> None:
-    """A materialise run reads under a long lease, back to back with the next; a replaced segment whose
-    grace period is over goes in the pause after the run, not when a compaction pass falls in it."""
-    store = tmp_path / "store"
-    replaced = store / "segments" / "date=2026-01-01" / "replaced.parquet"
-    replaced.parent.mkdir(parents=True)
-    replaced.write_bytes(b"a segment compaction merged into another")
-    leases.ensure_lock_file(store)
-    reader = subprocess.Popen(  # a long reader in a process of its own, as the collector's materialiser is
-        [
-            sys.executable,
-            "-c",
-            "import sys; from pathlib import Path; from turnlens.collector import leases\n"
-            f"with leases.reading(Path({str(store)!r}), long=True):\n"
-            "    print('reading', flush=True); sys.stdin.read()",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    stop = threading.Event()
-    try:
-        assert reader.stdout is not None and reader.stdout.readline().strip() == "reading"
-        compaction.retire(store, [replaced], grace_s=0.2)
-        sweeper = threading.Thread(target=demo.sweep_replaced, args=(store, stop, 0.1), daemon=True)
-        sweeper.start()
-        time.sleep(1.0)
-        assert replaced.exists(), "deleted under a reader's lease"
-        assert reader.stdin is not None
-        reader.stdin.close()  # the run ends
-        reader.wait(timeout=30)
-        assert _wait(lambda: not replaced.exists(), 10), "not deleted in the pause after the long reader"
-    finally:
-        stop.set()
-        if reader.poll() is None:
-            reader.kill()

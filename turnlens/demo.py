@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -22,14 +21,6 @@ LIVE_RATE = 0.1
 # the replaced ones gone a minute later (readers through turnlens hold leases and need no grace at all).
 COMPACT_INTERVAL = "30s"
 GRACE = "1m"
-# What compaction and the materialiser replaced is deleted only at a moment no registered reader holds a
-# lease, and the collector's materialiser refreshes the derived state back to back under a long lease (runs of
-# 25 s on a loaded machine, a second's pause between them): a compaction pass every 30 s seldom falls in a
-# pause, so the replaced files piled up (220 segment files after ten minutes of the demo). The demo looks for
-# a pause every half second instead; a look costs a lock and a small manifest read, and deletes only what is
-# past its grace period.
-SWEEP_EVERY_S = 0.5
-SWEEP_BACKOFF_S = 5.0  # after a look that waited for the pages' readers: pages are not held back often
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -92,22 +83,6 @@ def load_sample(store: Path, *, as_recorded: bool = False) -> None:
         moved.unlink(missing_ok=True)
 
 
-def sweep_replaced(store: Path, stop: threading.Event, every_s: float = SWEEP_EVERY_S) -> None:
-    """Deletes the store's replaced files that are due, in the first pause of its readers, until `stop`."""
-    from turnlens.collector import compaction
-
-    wait_s = every_s
-    while not stop.wait(wait_s):
-        started = time.monotonic()
-        try:
-            compaction.sweep(store, lock_timeout_s=0.1)  # compaction or a materialiser may hold the lock
-        except (compaction.CompactionBusy, FileNotFoundError):
-            pass  # busy now, or the store not made yet: the next look
-        # A look finds nothing due or a long reader inside at once; one that took longer closed the turnstile
-        # and waited for the pages' readers (or deleted): the next waits a while, so pages are seldom held.
-        wait_s = every_s if time.monotonic() - started < every_s else SWEEP_BACKOFF_S
-
-
 def run(args: argparse.Namespace) -> int:
     store: Path = args.store
     fresh = not (store / "segments").exists()
@@ -119,10 +94,8 @@ def run(args: argparse.Namespace) -> int:
         load_sample(store, as_recorded=args.sample_as_recorded)
 
     children: list[subprocess.Popen[bytes]] = []
-    sweeping = threading.Event()
 
     def stop(*_: object) -> None:
-        sweeping.set()
         for child in reversed(children):
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
@@ -145,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
         if not _wait_for_http(f"http://{args.http}/v1/traces", 30):
             print("turnlens demo: the collector did not start", file=sys.stderr)
             return 1
-        threading.Thread(target=sweep_replaced, args=(store, sweeping), name="sweep", daemon=True).start()
         if not args.no_live:
             children.append(
                 subprocess.Popen(

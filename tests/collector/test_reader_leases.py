@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import store_procs
-from turnlens.collector import compaction, leases
+from turnlens.collector import compaction, leases, maintenance
 from turnlens.collector.store import Store
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize
@@ -169,3 +170,44 @@ def test_a_read_that_met_a_moved_file_runs_again(tmp_path: Path) -> None:
 
 def _spans() -> pa.Table:
     return store_procs.spans([store_procs.span_id(1, n) for n in range(8)])
+
+
+def test_the_collector_deletes_replaced_files_in_the_first_pause_of_a_long_reader(tmp_path: Path) -> None:
+    """A materialise run reads under a long lease, back to back with the next; a replaced segment whose
+    grace period is over goes in the pause after the run, not when a compaction pass falls in it."""
+    store = tmp_path / "store"
+    replaced = store / "segments" / "date=2026-01-01" / "replaced.parquet"
+    replaced.parent.mkdir(parents=True)
+    replaced.write_bytes(b"a segment compaction merged into another")
+    leases.ensure_lock_file(store)
+    reader = subprocess.Popen(  # a long reader in a process of its own, as the collector's materialiser is
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from turnlens.collector import leases\n"
+            f"with leases.reading(Path({str(store)!r}), long=True):\n"
+            "    print('reading', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    stop = threading.Event()
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "reading"
+        compaction.retire(store, [replaced], grace_s=0.2)
+        sweeper = threading.Thread(target=maintenance.sweep_replaced, args=(store, stop, 0.1), daemon=True)
+        sweeper.start()
+        time.sleep(1.0)
+        assert replaced.exists(), "deleted under a reader's lease"
+        assert reader.stdin is not None
+        reader.stdin.close()  # the run ends
+        reader.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while replaced.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not replaced.exists(), "not deleted in the pause after the long reader"
+    finally:
+        stop.set()
+        if reader.poll() is None:
+            reader.kill()
