@@ -458,13 +458,10 @@ def record_store(con: duckdb.DuckDBPyConnection, store_dir: Path) -> None:
 def _recorded(con: duckdb.DuckDBPyConnection) -> tuple[str, str, str] | None:
     """What a catalog recorded of its store (record_store), on a connection to it; None if it does not say
     all of it (written by an older turnlens)."""
-    if not _has_store_table(con):
+    row = _store_row(con)
+    if "tables_sha256" not in row:
         return None
-    columns = {row[0] for row in con.execute(f"describe {STORE_TABLE}").fetchall()}
-    if "tables_sha256" not in columns:
-        return None
-    rows = con.execute(f"select store_dir, sql_sha256, tables_sha256 from {STORE_TABLE}").fetchall()
-    return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+    return row["store_dir"], row["sql_sha256"], row["tables_sha256"]
 
 
 def written_for(
@@ -482,24 +479,25 @@ def written_for(
             return written_for(store_dir, opened)
         finally:
             opened.close()
-    if not _has_store_table(con):
-        return None, None
-    columns = {row[0] for row in con.execute(f"describe {STORE_TABLE}").fetchall()}
-    digest = "sql_sha256" if "sql_sha256" in columns else "null"
-    rows = con.execute(f"select store_dir, {digest} from {STORE_TABLE}").fetchall()
-    if not rows:
-        return None, None
-    folder, sql = rows[0]
-    return (Path(folder) if folder else None), sql
+    row = _store_row(con)
+    folder = row.get("store_dir")
+    return (Path(folder) if folder else None), row.get("sql_sha256")
 
 
-def _has_store_table(con: duckdb.DuckDBPyConnection) -> bool:
+def _store_row(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """The catalog's record of its store (record_store) by column, as far as the turnlens that wrote it
+    recorded it: nothing from one written before the record existed."""
     found = con.execute(
         "select count(*) from duckdb_tables()"
         " where table_name = $name and database_name = current_database()",
         {"name": STORE_TABLE},
     ).fetchone()
-    return bool(found and found[0])
+    if not (found and found[0]):
+        return {}
+    result = con.execute(f"select * from {STORE_TABLE}")
+    columns = [column[0] for column in result.description or ()]
+    row = result.fetchone()
+    return dict(zip(columns, row, strict=True)) if row else {}
 
 
 class MovedStore(CatalogError):
