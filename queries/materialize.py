@@ -200,19 +200,18 @@ class _Run:
     def copy(self, select: str, target: Path, order_by: str | None = None) -> None:
         """Writes a query's rows to one Parquet file (sorted, in small row groups, when `order_by` names the
         column a lookup filters on), fsynced; its directory is fsynced before the manifest names it."""
-        started, cpu = time.perf_counter(), time.process_time()
-        target.parent.mkdir(parents=True, exist_ok=True)
         query = select.rstrip().rstrip(";")
         if order_by:
             query = f"select * from ({query}) order by {order_by}"
-        self.con.execute(
-            f"copy ({query}) to {catalog.sql_string(str(target))}"
-            f" (format parquet, compression zstd, row_group_size {LOOKUP_ROW_GROUP if order_by else 122_880})"
-        )
-        segments.fsync_file(target)
+        row_group = LOOKUP_ROW_GROUP if order_by else 122_880
+        with _timed(f"write {target.parent.parent.name}"):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.con.execute(
+                f"copy ({query}) to {catalog.sql_string(str(target))}"
+                f" (format parquet, compression zstd, row_group_size {row_group})"
+            )
+            segments.fsync_file(target)
         self.written_dirs.add(target.parent)
-        TIMINGS[f"write {target.parent.parent.name}"] += time.perf_counter() - started
-        CPU_TIMINGS[f"write {target.parent.parent.name}"] += time.process_time() - cpu
 
     def present_segments(self) -> list[str]:
         with _timed("list segments"):
@@ -225,11 +224,15 @@ class _Run:
 
     def stored_copies(self) -> int:
         """The copies the store's segments hold, from their footers."""
-        started = time.perf_counter()
         query = "select coalesce(sum(num_rows), 0) from parquet_file_metadata($glob)"
-        [(rows,)] = self.con.execute(query, {"glob": self.segments_glob}).fetchall()
-        TIMINGS["stored copies"] += time.perf_counter() - started
+        with _timed("stored copies"):
+            [(rows,)] = self.con.execute(query, {"glob": self.segments_glob}).fetchall()
         return int(rows)
+
+    def write_templates(self, manifest: Manifest) -> None:
+        """The zero-row file of every table (its columns, whatever partitions exist) the manifest names."""
+        for table in TABLES:
+            self.copy(fill(self.steps["template_rows"], {"table": table}), manifest.template_file(table))
 
     def write_chunk(self, files: list[str]) -> None:
         """A chunk of the trace -> segment index for `files` (the placeholder keeps the list non-empty)."""
@@ -614,13 +617,14 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
         deltas=deltas,
     )
     folded: list[str] = []
+    roll_up = _roll_up_due(run, manifest)
     fold = bool(manifest.deltas) and (
         len(manifest.deltas) > deltas_max
         or sum(int(delta["turns"]) for delta in manifest.deltas) > DELTA_TURNS_MAX
         or bool(gone)
-        or _roll_up_due(run, manifest)
+        or roll_up
     )
-    if touched and (fold or _roll_up_due(run, manifest)):
+    if touched and (fold or roll_up):
         # the new rows are readers' before the fold and roll-up rewrite partitions (seconds for a large one):
         # this version publishes the delta, the next one, in the same run, the rewritten partitions
         publish(run, manifest)
@@ -736,8 +740,7 @@ def _bootstrap(run: _Run, found: Manifest | None) -> Manifest:
     # held as the refresh that follows holds them (it replaces each by a relation of the same kind)
     run.fresh_phase("touched", values, HELD_TOUCHED)
     run.fresh_phase("recompute", values, HELD_RECOMPUTED)
-    for table in TABLES:
-        run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
+    run.write_templates(manifest)
     return manifest
 
 
@@ -792,8 +795,7 @@ def _full_build(
     run.fresh_phase("touched", values)
     run.step("seeded_fresh_traces")
     run.fresh_phase("recompute", values)
-    for table in TABLES:
-        run.copy(fill(run.steps["template_rows"], {"table": table}), manifest.template_file(table))
+    run.write_templates(manifest)
     # readers see an empty state that says a build is under way, and keep seeing that the state is not whole
     # if the build dies before its last bucket
     publish(run, manifest)
