@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 import pytest
 from pyspark.sql import SparkSession
+from storebuilder import rounded
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize, spark_engine
 from turnlens.queries import manifest as derived_manifest
@@ -59,18 +60,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return store
 
 
-def _same_to_float_precision(value: Any) -> Any:
-    """A value with its floats rounded to 9 decimals: a sum of floats depends on the order DuckDB's threads
-    add them in (a build with other threads differs in the last bit, whichever engine ran it)."""
-    if isinstance(value, float):
-        return round(value, 9)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_same_to_float_precision(item) for item in value)
-    if isinstance(value, dict):
-        return {key: _same_to_float_precision(item) for key, item in value.items()}
-    return value
-
-
 def derived_tables(store: Path) -> dict[str, list[tuple]]:
     """Every row of every derived table (the eight views and the three identity tables), from the files the
     current manifest names, with the partitions it names."""
@@ -79,7 +68,7 @@ def derived_tables(store: Path) -> dict[str, list[tuple]]:
     con = duckdb.connect()
     tables = {
         table: [
-            _same_to_float_precision(row)
+            rounded(row)
             for row in con.execute(
                 f"select * from read_parquet({derived_manifest.sql_list(manifest.table_files(table))})"
                 " order by all"
@@ -95,7 +84,7 @@ def catalogue_rows(store: Path) -> dict[str, list[tuple]]:
     """The derived views as the store's catalogue answers them (from the partitions)."""
     with catalog.connect(store) as con:
         return {
-            view: _same_to_float_precision(con.execute(f"select * from {view} order by all").fetchall())
+            view: rounded(con.execute(f"select * from {view} order by all").fetchall())
             for view in derived_manifest.VIEWS
         }
 
@@ -112,7 +101,7 @@ def computed_rows(store: Path) -> dict[str, list[tuple]]:
         "turns": "turns_of('turn_events', 'live_side_effects', 'live_divergences', 'live_cancel_acks')",
     }
     rows = {
-        view: _same_to_float_precision(con.execute(f"select * from {sources[view]} order by all").fetchall())
+        view: rounded(con.execute(f"select * from {sources[view]} order by all").fetchall())
         for view in sources
     }
     con.close()

@@ -32,6 +32,8 @@ def rounded(value: Any) -> Any:
         return round(value, 9)
     if isinstance(value, list | tuple):
         return type(value)(rounded(item) for item in value)
+    if isinstance(value, dict):  # a struct column
+        return {key: rounded(item) for key, item in value.items()}
     return value
 
 
