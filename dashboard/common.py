@@ -13,6 +13,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 from streamlit.elements.lib.column_types import ColumnConfig
+from streamlit.elements.lib.mutable_expander_container import ExpanderContainer
 from turnlens.alerts import asof
 from turnlens.dashboard import data, filters
 from turnlens.kernel import contract
@@ -146,6 +147,14 @@ def hlc_columns(frame: pd.DataFrame) -> pd.DataFrame:
 
 def empty(message: str) -> None:
     st.info(message, icon=":material/inbox:")
+
+
+def lazy_expander(label: str, *, key: str, icon: str | None = None) -> ExpanderContainer | None:
+    """An expander whose content is drawn only once it is opened (opening it reruns the page): the expander
+    to draw into when it is open, else None. A page's long list of expanders drawn up front (every alert rule
+    with its highlighted SQL, every view's columns) kept the browser busy for seconds on each visit."""
+    expander = st.expander(label, icon=icon, key=key, on_change="rerun")
+    return expander if expander.open else None
 
 
 class section:  # noqa: N801 - used as `with common.section():`, like st.container

@@ -99,20 +99,17 @@ except alert_rules.RuleError as exc:
 firing_by_rule = (
     current[current["state"] == "firing"].groupby("alert").size() if len(current) else pd.Series()
 )
-# Each rule's runbook and SQL are drawn only once its expander is opened (a rerun): drawing every rule's
-# highlighted SQL up front (twenty-odd blocks) kept the browser busy for seconds on each visit.
 for rule in rules:
     firing = int(firing_by_rule.get(rule.name, 0))
     badge = f":red-badge[{firing} firing]" if firing else ":green-badge[ok]"
     labels = " ".join(f"`{k}={v}`" for k, v in rule.labels.items())
     if rule.group_by is not None:
         labels += " · one alert per " + (", ".join(f"`{c}`" for c in rule.group_by) or "rule")
-    opened = st.expander(
+    opened = common.lazy_expander(
         f"**{rule.name}** · {rule.severity} · for {durations.format_duration(rule.for_)} {badge}",
         key=f"rule_{rule.name}",
-        on_change="rerun",
     )
-    if not opened.open:
+    if opened is None:
         continue
     with opened:
         st.markdown(f"{rule.summary}  \n{labels}")

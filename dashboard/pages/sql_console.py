@@ -25,13 +25,11 @@ with catalog_col:
     columns = data.query("catalog_columns")
     if not len(views):
         common.empty("The catalog has no views.")
-    # a view's columns are drawn once its expander is opened (a rerun): a table per view, twenty-odd of
-    # them drawn up front, kept the browser busy for seconds on each visit
     for view in views.itertuples():
-        shown = st.expander(
-            f"**{view.view_name}**", icon=":material/table:", key=f"view_{view.view_name}", on_change="rerun"
+        shown = common.lazy_expander(
+            f"**{view.view_name}**", icon=":material/table:", key=f"view_{view.view_name}"
         )
-        if not shown.open:
+        if shown is None:
             continue
         with shown:
             st.caption(view.grain or "(undocumented)")

@@ -134,14 +134,11 @@ with common.section():
     )
     turn_view.span_detail(spans, bars, turn_view.selected_span(picked, bars, marks))
 
-# drawn only once opened (a rerun): the swimlane and the raw events are a second chart and table of the turn
-layers = st.expander(
-    "Events by layer (swimlane) and raw events",
-    icon=":material/table_rows:",
-    key="events_by_layer",
-    on_change="rerun",
+# a second chart and table of the turn, drawn only once opened
+layers = common.lazy_expander(
+    "Events by layer (swimlane) and raw events", icon=":material/table_rows:", key="events_by_layer"
 )
-if layers.open:
+if layers is not None:
     with layers:
         window = None if whole else turn_timeline.action_window(timeline)
         common.show_chart(
