@@ -83,6 +83,32 @@ def child_setup(parent_pid: int, nice: int = NICE) -> Callable[[], None]:
     return setup
 
 
+def start_child(args: list[str], nice: int) -> subprocess.Popen[bytes]:
+    """`turnlens <args>` in a child of this process at CPU priority `nice`, killed if this process dies."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "turnlens.cli", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, PARENT_PID_ENV: str(os.getpid())},
+        preexec_fn=child_setup(os.getpid(), nice),  # noqa: PLW1509 - no threads run in the child before exec
+    )
+
+
+def run_child(args: list[str], nice: int, timeout_s: float) -> int | None:
+    """`turnlens <args>` once, as start_child starts it: its exit code, or None if stopped at `timeout_s`."""
+    child = start_child(args, nice)
+    try:
+        return child.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        child.terminate()
+        try:
+            child.wait(5.0)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        return None
+
+
 class ChildLoop:
     """Runs `turnlens <args>` every `interval_s` seconds until stopped, at CPU priority `nice`."""
 
@@ -102,13 +128,7 @@ class ChildLoop:
 
     def _loop(self) -> None:
         while not self._stopping.wait(self.interval_s):
-            self._child = subprocess.Popen(
-                [sys.executable, "-m", "turnlens.cli", *self.args],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                env={**os.environ, PARENT_PID_ENV: str(os.getpid())},
-                preexec_fn=child_setup(os.getpid(), self.nice),  # noqa: PLW1509 - no threads run in the child before exec
-            )
+            self._child = start_child(self.args, self.nice)
             code = self._child.wait()
             self.runs += 1
             if code not in (0, BUSY) and not self._stopping.is_set():

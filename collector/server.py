@@ -11,7 +11,7 @@ import time
 
 from turnlens.collector.grpc_receiver import GrpcReceiver
 from turnlens.collector.http_receiver import HttpReceiver
-from turnlens.collector.maintenance import MATERIALIZE_NICE, ChildLoop, ReplacedSweeper
+from turnlens.collector.maintenance import MATERIALIZE_NICE, ChildLoop, ReplacedSweeper, run_child
 from turnlens.collector.receiver import Receiver
 from turnlens.collector.settings import CollectorSettings, parse_address
 from turnlens.collector.store import PrepareStore, Store
@@ -30,6 +30,9 @@ class Collector:
         self.http: HttpReceiver | None = None
         self.grpc: GrpcReceiver | None = None
         self.maintenance: list[ChildLoop | ReplacedSweeper] = []
+        self.materialize_args: list[str] = []
+        self.last_refresh = ""  # how the refresh at stop went, for the summary line
+        self.stopped = False
         self.started_at = time.monotonic()
 
     def start(self) -> None:
@@ -65,21 +68,16 @@ class Collector:
         compact = ["compact", "--store", store, *retention, *grace]
         self.maintenance.append(ChildLoop("compact", compact, settings.compact_interval_s))
         if settings.materialize_interval_s is not None:
+            self.materialize_args = ["materialize", "--store", store, "--quiet", "--threads", "1", *grace]
             self.maintenance.append(
                 ChildLoop(
                     "materialize",
                     [
-                        "materialize",
-                        "--store",
-                        store,
-                        "--quiet",
-                        "--threads",
-                        "1",
+                        *self.materialize_args,
                         "--margin",
                         str(settings.materialize_margin_s),
                         "--every",  # one long-lived child: no interpreter start per refresh
                         str(settings.materialize_interval_s),
-                        *grace,
                     ],
                     settings.materialize_interval_s,
                     nice=MATERIALIZE_NICE,
@@ -101,7 +99,11 @@ class Collector:
         return "turnlens collect: listening " + " ".join(parts)
 
     def stop(self) -> None:
-        """Stop accepting, finish requests in progress, flush the store. Safe to call twice."""
+        """Stop accepting, finish requests in progress, flush the store, bring the per-turn views up to the
+        last span stored (`refresh_at_stop`). Safe to call twice."""
+        if self.stopped:
+            return
+        self.stopped = True
         grace = self.settings.shutdown_grace_s
         for loop in self.maintenance:
             loop.stop()
@@ -115,6 +117,23 @@ class Collector:
             self.http.wait_idle(grace)
         if self.store:
             self.store.close()
+            self.refresh_at_stop()
+
+    def refresh_at_stop(self) -> None:
+        """One last refresh of the derived state, with no margin, once every span is durable: the materialiser
+        runs a second or so behind the spans, so without it a stopped collector would leave the last turns it
+        acknowledged out of the per-turn views until the next start. Bounded by the shutdown grace; a refresh
+        cut short leaves the state it started from, which the next materialiser brings up to date."""
+        if not self.materialize_args or not self.receiver or not self.receiver.stats.spans_stored:
+            return
+        grace = self.settings.shutdown_grace_s
+        code = run_child([*self.materialize_args, "--margin", "0"], MATERIALIZE_NICE, grace)
+        if code == 0:
+            self.last_refresh = "per-turn views cover every span stored"
+        elif code is None:
+            self.last_refresh = f"per-turn views not refreshed within {grace:g} s; the next start does it"
+        else:
+            self.last_refresh = f"last refresh of the per-turn views exited {code}; the next start retries"
 
     def summary(self) -> str:
         if not self.receiver:
@@ -124,5 +143,5 @@ class Collector:
         return (
             f"turnlens collect: stopped after {time.monotonic() - self.started_at:.0f} s; "
             f"{stats.spans_stored} spans stored, {stats.spans_rejected} rejected; "
-            f"requests: {outcomes or 'none'}"
+            f"requests: {outcomes or 'none'}" + (f"; {self.last_refresh}" if self.last_refresh else "")
         )

@@ -83,3 +83,26 @@ def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> N
         assert sorted_merged_segment(), "the collector's compaction merged the small segments, sorted"
     finally:
         collector.stop()
+
+
+def test_a_stopped_collector_leaves_per_turn_views_that_cover_its_last_span(tmp_path) -> None:  # noqa: ANN001
+    store = tmp_path / "store"
+    # the loop's first refresh is an hour away: only the refresh at stop can cover what is sent
+    collector = CollectorProcess(store, "--materialize-interval", "1h").start()
+    try:
+        endpoint = f"http://{collector.http}"
+        assert main(["simulate", "--sessions", "6", "--seed", "3", "--endpoint", endpoint, "--quiet"]) == 0
+        last_acknowledged = time.time_ns()
+    finally:
+        assert collector.stop() == 0, collector.lines
+    assert "per-turn views cover every span stored" in collector.lines[-1], collector.lines
+    snapshot = derived_manifest.current_snapshot(store)
+    assert snapshot is not None and snapshot.complete and snapshot.watermark >= last_acknowledged
+    with catalog.connect(store) as con:
+        [(watermark,)] = con.execute("select watermark_unix_nano from turnlens_snapshot").fetchall()
+        [(turns,)] = con.execute("select count(*) from turns").fetchall()
+        [(live_turns,)] = con.execute(
+            "select count(distinct (session_id, turn_id)) from turn_events_from('spans')"  # the live form
+        ).fetchall()
+    assert watermark >= last_acknowledged
+    assert turns == live_turns > 6
