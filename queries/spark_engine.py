@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from turnlens.queries import catalog, materialize
+from turnlens.queries.manifest import TABLES
 
 DEFAULT_MASTER = "local[*]"
 
@@ -167,7 +168,7 @@ def _job_group(run: materialize._Run) -> str:
 
 def _remove_bucket_files(run: materialize._Run, bucket: list[str]) -> None:
     for part in bucket:
-        for table in materialize.TABLES:
+        for table in TABLES:
             folder = run.folder / table / f"p={part}"
             for path in [
                 folder / f"v{run.version}.parquet",
