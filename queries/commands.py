@@ -290,6 +290,19 @@ def run_materialize(args: argparse.Namespace) -> int:
             return code
 
 
+def _resume_note(summary: dict[str, Any]) -> str:
+    """What the run did with a full build a dead run left incomplete: finished it, or why it built again."""
+    if "resumed_from" in summary:
+        return (
+            f", finishing the build of v{summary['resumed_from']}:"
+            f" {summary['buckets_reused']} bucket(s) kept, {summary['buckets_built']} built"
+        )
+    if "not_resumed" in summary:
+        left = summary["not_resumed"]
+        return f"; the incomplete build of v{left['version']} was not resumed: {left['reason']}"
+    return ""
+
+
 def _materialize_once(args: argparse.Namespace) -> int:
     engine = None
     if args.engine == "spark":
@@ -338,7 +351,8 @@ def _materialize_once(args: argparse.Namespace) -> int:
             f"{summary['mode']} {summary['generation']} in {summary['seconds']:.1f} s:"
             f" {summary['partitions']} partitions, {len(summary.get('written_partitions', []))} touched,"
             f" {len(summary.get('folded_partitions', []))} folded,"
-            f" {summary.get('touched_turns', 0)} turns recomputed, {summary['buckets']} bucket(s)",
+            f" {summary.get('touched_turns', 0)} turns recomputed, {summary['buckets']} bucket(s)"
+            + _resume_note(summary),
             flush=True,
         )
     return 0
