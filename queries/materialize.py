@@ -23,8 +23,9 @@ first one, `--full`, or after the views' SQL or the tool registry changed) goes 
 time,
 newest first, publishing each bucket as it is done, so readers see the recent turns first and how far the
 build
-got (turnlens_snapshot.partitions / partitions_total). Files a new manifest no longer names are handed to
-compaction's deferred deletion (collector/compaction.py, retire), as replaced segments are.
+got (turnlens_snapshot.partitions / partitions_total); when its process dies, the next run finishes it from
+what its first pass kept (`_resume_build`) rather than starting again. Files a new manifest no longer names
+are handed to compaction's deferred deletion (collector/compaction.py, retire), as replaced segments are.
 """
 
 from __future__ import annotations
@@ -207,14 +208,15 @@ class _Run:
             TIMINGS[f"hold {name}"] += TIMINGS.pop("hold")
             CPU_TIMINGS[f"hold {name}"] += CPU_TIMINGS.pop("hold")
 
-    def copy(self, select: str, target: Path, order_by: str | None = None) -> None:
+    def copy(self, select: str, target: Path, order_by: str | None = None, step: str | None = None) -> None:
         """Writes a query's rows to one Parquet file (sorted, in small row groups, when `order_by` names the
-        column a lookup filters on), fsynced; its directory is fsynced before the manifest names it."""
+        column a lookup filters on), fsynced; its directory is fsynced before the manifest names it. Its time
+        counts to `step` (by default, writing the table its folder holds)."""
         query = select.rstrip().rstrip(";")
         if order_by:
             query = f"select * from ({query}) order by {order_by}"
         row_group = LOOKUP_ROW_GROUP if order_by else 122_880
-        with _timed(f"write {target.parent.parent.name}"):
+        with _timed(step or f"write {target.parent.parent.name}"):
             target.parent.mkdir(parents=True, exist_ok=True)
             self.con.execute(
                 f"copy ({query}) to {catalog.sql_string(str(target))}"
@@ -907,7 +909,7 @@ def _write_plan(run: _Run, buckets: list[tuple[list[str], int]], copies: int) ->
     plan = run.folder / f"{PLAN_PREFIX}{run.version}"
     _remove_tree(plan)
     for table, name in PLAN_TABLES.items():
-        run.copy(f"select * from {table}", plan / f"{name}.parquet")
+        run.copy(f"select * from {table}", plan / f"{name}.parquet", step="write plan")
     body = {"version": run.version, "buckets": buckets, "copies": copies}
     target = plan / PLAN_FILE
     tmp = segments.tmp_path(target)
