@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from derivedstate import derived_tables, leftovers
+from derivedstate import copy_store, derived_tables, hourly_fleet, kill_half_way, leftovers
 from pyspark.sql import SparkSession
 from storebuilder import rounded
 from turnlens.kernel.layout import segments_glob
@@ -157,3 +157,26 @@ def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
     assert {part for part, version in finished.partitions.items() if version == manifest.version} == published
     assert catalogue_rows(store) == computed_rows(store)
     assert leftovers(store) == [], "the failed build's shuffle, spill and first pass are gone"
+
+
+def test_a_spark_build_whose_driver_is_killed_is_finished_by_the_next_run(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, capsys: Any
+) -> None:
+    """The driver (`turnlens materialize --engine spark`, its JVM and Python workers) is killed with -9 once a
+    bucket is published: the next run on Spark keeps that bucket, computes only the others, and ends row for
+    row where a local build that never stopped does."""
+    fleet = hourly_fleet(tmp_path_factory.mktemp("spark-killed"))
+    store = copy_store(fleet, fleet.parent / "killed")
+    spark_options = ["--engine", "spark", "--master", "local[2]", "--bucket-spans", "120"]
+    died = kill_half_way(store, spark_options)
+
+    assert main(["materialize", "--store", str(store), "--margin", "0", "--json", *spark_options]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["resumed_from"] == died.version and "not_resumed" not in summary
+    assert 0 < summary["buckets_reused"] and summary["buckets_built"] < summary["buckets"]
+    assert summary["spark"]["tasks"] == summary["units_built"]
+    assert leftovers(store) == [], "the dead driver's shuffle, its tasks' spill and the first pass are gone"
+
+    untouched = copy_store(fleet, fleet.parent / "untouched")
+    build(untouched, bucket_spans=120)
+    assert derived_tables(store) == derived_tables(untouched)
