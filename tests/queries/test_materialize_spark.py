@@ -169,6 +169,7 @@ def test_a_spark_build_whose_driver_is_killed_is_finished_by_the_next_run(
     store = copy_store(fleet, fleet.parent / "killed")
     spark_options = ["--engine", "spark", "--master", "local[2]", "--bucket-spans", "120"]
     died = kill_half_way(store, spark_options)
+    capsys.readouterr()  # what building the fleet printed
 
     assert main(["materialize", "--store", str(store), "--margin", "0", "--json", *spark_options]) == 0
     summary = json.loads(capsys.readouterr().out)
