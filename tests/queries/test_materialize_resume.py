@@ -6,14 +6,20 @@ The build runs as a real `turnlens materialize` process on the simulator's fleet
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from derivedstate import copy_store, derived_tables, hourly_fleet, kill_half_way, leftovers
+from turnlens.collector import compaction
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import manifest as derived_manifest
 from turnlens.queries import materialize
@@ -94,3 +100,39 @@ def test_an_edited_tool_registry_makes_the_next_run_build_again_from_scratch(sto
     assert manifest is not None and manifest.complete
     assert all(version == rebuilt["version"] for version in manifest.partitions.values())
     assert leftovers(store) == []
+
+
+def received_a_month_earlier(store: Path, started_before_ns: int) -> None:
+    """Moves the copies of the spans that started before `started_before_ns` to a segment received a month
+    ago, in that day's folder, as if that part of the fleet had been exported then."""
+    month_ago = time.time_ns() - 30 * 86_400 * 10**9
+    day = dt.datetime.fromtimestamp(month_ago / 1e9, tz=dt.UTC).date().isoformat()
+    for path in sorted((store / "segments").glob("date=*/*.parquet")):
+        if path.parent.name == "date=1970-01-01":  # the placeholder
+            continue
+        table = pq.read_table(path)
+        early = pc.less(table["start_time_unix_nano"], started_before_ns)
+        old, new = table.filter(early), table.filter(pc.invert(early))
+        column = old.schema.get_field_index("received_unix_nano")
+        old = old.set_column(column, "received_unix_nano", pa.array([month_ago] * old.num_rows, pa.int64()))
+        (store / "segments" / f"date={day}").mkdir(exist_ok=True)
+        pq.write_table(old, store / "segments" / f"date={day}" / path.name)
+        pq.write_table(new, path)
+
+
+def test_retention_dropping_a_day_the_build_read_makes_the_next_run_build_again(store: Path) -> None:
+    starts = pq.read_table(store / "segments", columns=["start_time_unix_nano"])["start_time_unix_nano"]
+    first, last = pc.min(starts).as_py(), pc.max(starts).as_py()
+    received_a_month_earlier(store, (first + last) // 2)
+    died = kill_half_way(store, ["--bucket-spans", str(BUCKET_SPANS)])
+    # retention removes the month-old day: the build read its segment, and its turns are in the buckets left
+    assert compaction.apply_retention(store / "segments", 20 * 86_400, grace_s=0) == 1
+
+    rebuilt = run_again(store)
+    assert "resumed_from" not in rebuilt and rebuilt["buckets_reused"] == 0
+    assert rebuilt["not_resumed"]["version"] == died.version
+    assert rebuilt["not_resumed"]["reason"] == "retention removed 1 of the segments it read"
+    assert leftovers(store) == []
+    manifest = derived_manifest.current_snapshot(store)
+    assert manifest is not None and manifest.complete
+    assert 0 < len(manifest.partitions) < died.partitions_total, "only the later half's partitions are left"
