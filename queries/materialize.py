@@ -396,8 +396,8 @@ def materialize(
                 summary["mode"] = "bootstrap"
             else:
                 manifest, summary = _full_build(run, found, bucket_spans, engine or local_buckets)
-            if refused is not None:  # an incomplete build was there: say why it was not finished
-                summary["not_resumed"] = {"version": found.version, "reason": refused}  # type: ignore[union-attr]
+            if found is not None and refused is not None:  # an incomplete build: say why it was not finished
+                summary["not_resumed"] = {"version": found.version, "reason": refused}
         finally:
             con.close()
         with _timed("retire"):
