@@ -9,6 +9,7 @@ import datetime as dt
 import decimal
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -275,6 +276,20 @@ def run_materialize(args: argparse.Namespace) -> int:
             f"turnlens materialize: {args.store} is not a store folder (no segments/ in it)", file=sys.stderr
         )
         return 2
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        return _materialize_runs(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM (the collector stopping its materialiser) as SystemExit: the statement running finishes and the
+    run's cleanup removes its temporary catalogue and files, where the default action would leave them."""
+    raise SystemExit(128 + signum)
+
+
+def _materialize_runs(args: argparse.Namespace) -> int:
     parent = os.environ.get("TURNLENS_PARENT_PID")  # set by the collector that started this loop
     while True:
         started = time.monotonic()
