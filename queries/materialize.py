@@ -87,6 +87,8 @@ GRACE_S = compaction.DEFAULT_GRACE_S  # replaced files stay this long for reader
 # the fresh part's relations a run holds in memory, each computed once from those before it
 # (the identity side tables are scanned where needed, not held: holding them would copy the whole store's)
 HELD_TOUCHED = (
+    "turnlens_new_trace_keys",
+    "turnlens_new_trace_links",
     "turnlens_fresh_traces",
     "turnlens_touched_traces",
     "turnlens_touched_turn_ids",
