@@ -140,8 +140,10 @@ select l.trace_id, l.linked_trace_id, t.session_id, t.turn_id
 from turnlens_trace_links_of('turnlens_fresh_stored') as l
 join turnlens_fresh_trace_turns as t using (trace_id);
 
+-- without each row's attributes JSON: no derived view reads it (the columns the detectors need are typed out of it
+-- by turn_events_from), and leaving it out spares casting every row's text to JSON and holding it
 create or replace temp view turnlens_fresh_events as
-select * from turn_events_from('turnlens_fresh_spans');
+select * exclude (attributes) from turn_events_from('turnlens_fresh_spans');
 
 create or replace temp view turnlens_fresh_side_effects as
 select * from side_effects_of('turnlens_fresh_events');
