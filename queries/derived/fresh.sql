@@ -157,8 +157,7 @@ select * from layer_verdicts_of('turnlens_fresh_events');
 -- untiered_tool is one finding per tool and UTC day of the whole store, which a partition cannot tell: partitions hold
 -- no such row, and the catalogue's read finds them from every partition's side_effects (snapshot.sql)
 create or replace temp view turnlens_fresh_divergences as
-select * from divergences_from('turnlens_fresh_events', 'turnlens_fresh_side_effects', 'turnlens_fresh_cancel_acks')
-where kind <> 'untiered_tool';
+select * from divergences_of('turnlens_fresh_events') where kind <> 'untiered_tool';
 
 create or replace temp view turnlens_fresh_turn_usage as
 select * from turn_usage_of('turnlens_fresh_events', 'turnlens_fresh_cancel_acks');

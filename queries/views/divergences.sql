@@ -43,10 +43,12 @@ from (
 group by tool_name, epoch_ms(detected_hlc >> 16)::date;
 
 -- divergences_from(rows, ledger, acks): the findings over a relation with turn_events' columns and the side_effects
--- and cancel_acks already computed from it, each named by string: the derived state's fresh part (derived/fresh.sql)
--- and the turns view hold those two anyway, and computing them again here was a third of this macro's cost.
+-- and cancel_acks already computed from it, each named by string: the turns view holds those two anyway, and
+-- computing them again here was a third of this macro's cost. The callers pass materialised CTEs: views would be
+-- bound again at each of the many reads below (the derived state's fresh part, whose relations are views in a full
+-- build, calls divergences_of, which binds the events once).
 create or replace macro divergences_from(rows, ledger, acks) as table
-with events as (  -- read where needed: the caller passes rows derived once (a table, or a materialised CTE)
+with events as (  -- read where needed: the caller passes rows derived once (a materialised CTE)
     select
         session_id, turn_id, source, step, layer, node, name, wall_ns, hlc, hlc_source, order_hlc, status_code,
         tool_call_id, tool_name, idempotency_key, tier, dispatch, billable, requires_approval, cancel_origin,
