@@ -393,6 +393,7 @@ def materialize(
         "version": manifest.version,
         "watermark_unix_nano": manifest.watermark,
         "partitions": len(manifest.partitions),
+        "threads": threads,
         "seconds": round(time.perf_counter() - started, 3),
         "cpu_seconds": round(time.process_time() - cpu, 3),
         "peak_rss_mb": peak_rss_mb(),
@@ -400,6 +401,16 @@ def materialize(
         "step_cpu_seconds": {name: round(seconds, 3) for name, seconds in CPU_TIMINGS.items()},
     }
     return summary
+
+
+def idle_threads(load_1m: float, cores: int, own_busy: float) -> int:
+    """DuckDB threads for a run on a shared host (`--threads auto`): one per core the rest of the host leaves
+    idle, at least one. The rest is the 1-minute load average less `own_busy`, the cores this process kept
+    busy lately (its own runs count in the load average). On a quiet host a refresh then uses every core;
+    on a busy one a second thread would mostly wait for a core, and splitting the work costs CPU of its
+    own."""
+    others = max(0.0, load_1m - own_busy)
+    return max(1, min(cores, int(cores - others + 0.5)))
 
 
 def peak_rss_mb() -> float | None:
