@@ -20,6 +20,11 @@ stdout
 as JSON too; with `--json` that one object is all stdout holds (the rest goes to stderr).
 
     .venv/bin/python bench/queries.py --spans 1000000 --json
+
+With `--resume` it then starts another full build, kills it (SIGKILL) once half its partitions are published,
+and times the run that finishes it (`resumed_s`; it computes only the buckets not yet published):
+
+    .venv/bin/python bench/queries.py --spans 200000 --hours 20 --bucket-spans 20000 --resume --fresh 0 --json
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -45,6 +51,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 from turnlens.collector import segments
 from turnlens.collector.otlp_decode import decode_protobuf
+from turnlens.kernel import contract as c
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog
 from turnlens.queries import manifest as derived_manifest
@@ -69,9 +76,51 @@ EVERY_VIEW = (
 )
 
 
-def build_store(store: Path, spans: int, segment_rows: int = 500_000) -> None:
+# one copy of the fast mode's sessions moved `$shift_ns` later: wall clocks, HLCs (columns and attributes) and
+# event times together, as a later hour's traffic would be
+SHIFTED = """
+select * replace (
+    start_time_unix_nano + $shift_ns as start_time_unix_nano,
+    end_time_unix_nano + $shift_ns as end_time_unix_nano,
+    hlc + $shift_hlc as hlc,
+    shifted_hlc(attributes, $shift_hlc) as attributes,
+    list_transform(events, lambda e: struct_pack(
+        time_unix_nano := e.time_unix_nano + $shift_ns,
+        name := e.name,
+        attributes := shifted_hlc(e.attributes, $shift_hlc),
+        dropped_attributes_count := e.dropped_attributes_count,
+        hlc := e.hlc + $shift_hlc
+    )) as events
+)
+from copy_rows
+"""
+SHIFTED_HLC = f"""
+create or replace macro shifted_hlc(attributes, shift) as
+case when json_exists(attributes, '$."{c.HLC}"')
+then json_merge_patch(
+    attributes, json_object('{c.HLC}', (attributes ->> '$."{c.HLC}"')::bigint + shift)
+)::varchar
+else attributes end
+"""
+
+
+def spread_over_hours(con: duckdb.DuckDBPyConnection, table: pa.Table, hour: int) -> pa.Table:
+    """The copy's spans moved `hour` hours later (SHIFTED)."""
+    shift_ns = hour * 3600 * 1_000_000_000
+    params = {"shift_ns": shift_ns, "shift_hlc": (shift_ns // 1_000_000) << c.HLC_LOGICAL_BITS}
+    con.register("copy_rows", table)
+    try:
+        shifted: pa.Table = con.execute(SHIFTED, params).to_arrow_table()
+        return shifted.cast(table.schema)
+    finally:
+        con.unregister("copy_rows")
+
+
+def build_store(store: Path, spans: int, segment_rows: int = 500_000, hours: int = 1) -> None:
     """Decodes the simulator's fast-mode requests with the collector's decoder and writes them as the
-    collector's segments, already at the size its compactor merges them to.
+    collector's segments, already at the size its compactor merges them to. With `hours` > 1, copy n of the
+    fast mode's sessions is moved n % `hours` hours later, so the store holds that many hour partitions
+    instead of one (a full build then has buckets to publish one by one).
 
     Appending through Store one request at a time would measure the store's group commit (each
     append waits until durable), which bench/store.py measures; here only the reads matter.
@@ -81,6 +130,9 @@ def build_store(store: Path, spans: int, segment_rows: int = 500_000) -> None:
     shutil.copy(REPO / "sample_data" / "tool_registry.toml", store / "tool_registry.toml")
     pending: list[pa.Table] = []
     rows = written = 0
+    templates = build_templates()
+    con = duckdb.connect()
+    con.execute(SHIFTED_HLC)
 
     def flush() -> None:
         nonlocal pending, rows, written
@@ -91,8 +143,10 @@ def build_store(store: Path, spans: int, segment_rows: int = 500_000) -> None:
         pending, rows = [], 0
 
     with tqdm(total=spans, unit="span", desc="building store") as bar:
-        for data, count in counted_requests(spans):
+        for request, (data, count) in enumerate(counted_requests(spans, templates=templates)):
             table = decode_protobuf(data).table
+            if hours > 1:
+                table = spread_over_hours(con, table, request // len(templates) % hours)
             pending.append(table)
             rows += table.num_rows
             bar.update(count)
@@ -194,6 +248,28 @@ def materialize_child(
     }
 
 
+def kill_half_way(store: Path, threads: int | None, extra: Sequence[str]) -> dict[str, Any]:
+    """Starts a full build in a child process and kills it (SIGKILL) once half its partitions are published,
+    as an OOM kill or a lost machine would; returns when it was killed and what it had published."""
+    command = [sys.executable, "-m", "turnlens.cli", "materialize", "--store", str(store), "--margin", "0"]
+    command += ["--full", "--quiet", *(["--threads", str(threads)] if threads else []), *extra]
+    started = time.perf_counter()
+    child = subprocess.Popen(command)
+    while child.poll() is None:
+        found = derived_manifest.read_manifest(store)
+        total = found.partitions_total if found is not None else None
+        if found is not None and total and 0 < len(found.partitions) >= total / 2:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+            return {
+                "killed_after_s": round(time.perf_counter() - started, 3),
+                "published_partitions": len(found.partitions),
+                "partitions_total": total,
+            }
+        time.sleep(0.05)
+    raise SystemExit("the full build ended before half its partitions were published: lower --bucket-spans")
+
+
 def timed(run: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
     times, result = [], None
     for _ in range(repeat):
@@ -226,6 +302,21 @@ def main() -> int:
         "--full", action="store_true", help="time a full build even when the store has derived state"
     )
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="also kill a full build (kill -9) once half its partitions are published, and time the run"
+        " that finishes it",
+    )
+    parser.add_argument(
+        "--bucket-spans", type=int, default=None, help="stored copies per bucket of the full builds"
+    )
+    parser.add_argument(
+        "--hours",
+        type=int,
+        default=1,
+        help="when building: spread the spans over this many hour partitions (default: all in one)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="stdout holds only the figures, as one JSON object"
     )
     args = parser.parse_args()
@@ -236,7 +327,7 @@ def main() -> int:
     store = args.store or Path(tempfile.mkdtemp(prefix="turnlens-bench-"))
     if not (store / catalog.CATALOG_FILE).exists():
         start = time.perf_counter()
-        build_store(store, args.spans)
+        build_store(store, args.spans, hours=args.hours)
         say(f"built {store} in {time.perf_counter() - start:.0f} s")
     else:
         catalog.write_catalog(store, segments_glob(store))  # the views of this checkout
@@ -250,8 +341,9 @@ def main() -> int:
         "full_build_peak_rss_mb": None,
         "refresh_s": None,
     }
+    buckets = ["--bucket-spans", str(args.bucket_spans)] if args.bucket_spans else []
     if args.full or derived_manifest.current_snapshot(store) is None:
-        full = materialize_child(store, args.threads, full=True)
+        full = materialize_child(store, args.threads, full=True, extra=buckets)
         say(
             f"full build: {full['seconds']:.1f} s ({full['cpu_s']:.0f} CPU s) in {full['buckets']} buckets,"
             f" {full['partitions']} partitions, peak RSS {full['peak_rss_mb']:.0f} MB"
@@ -263,6 +355,27 @@ def main() -> int:
             "full_build_step_s": full["step_seconds"],
             "full_build_step_cpu_s": full["step_cpu_seconds"],
             "load_average_1m_after_full_build": round(os.getloadavg()[0], 2),
+        }
+    if args.resume:
+        killed = kill_half_way(store, args.threads, buckets)
+        load = round(os.getloadavg()[0], 2)
+        resumed = materialize_child(store, args.threads, full=False, extra=buckets)
+        say(
+            f"full build killed after {killed['killed_after_s']:.1f} s with {killed['published_partitions']}"
+            f" of {killed['partitions_total']} partitions published; the next run finished it in"
+            f" {resumed['seconds']:.1f} s ({resumed['cpu_s']:.0f} CPU s): {resumed['buckets_reused']} buckets"
+            f" kept, {resumed['buckets_built']} of {resumed['buckets']} built"
+        )
+        results |= {
+            "resume_killed_after_s": killed["killed_after_s"],
+            "resume_killed_partitions": killed["published_partitions"],
+            "resume_partitions_total": killed["partitions_total"],
+            "load_average_1m_before_resume": load,
+            "resumed_s": resumed["seconds"],
+            "resumed_cpu_s": resumed["cpu_s"],
+            "resumed_buckets_reused": resumed["buckets_reused"],
+            "resumed_buckets_built": resumed["buckets_built"],
+            "resumed_step_s": resumed["step_seconds"],
         }
     if args.fresh:
         sent = send_new_turns(store, args.fresh)

@@ -130,7 +130,8 @@ class Collector:
         if not self.materialize_args or not self.receiver or not self.receiver.stats.spans_stored:
             return
         grace = self.settings.shutdown_grace_s
-        code = run_child([*self.materialize_args, "--margin", "0"], MATERIALIZE_NICE, grace)
+        # at the collector's own priority: nothing is received any more that the niced loop made way for
+        code = run_child([*self.materialize_args, "--margin", "0"], 0, grace)
         if code == 0:
             self.last_refresh = "per-turn views cover every span stored"
         elif code is None:

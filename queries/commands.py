@@ -9,6 +9,7 @@ import datetime as dt
 import decimal
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -291,6 +292,20 @@ def run_materialize(args: argparse.Namespace) -> int:
             f"turnlens materialize: {args.store} is not a store folder (no segments/ in it)", file=sys.stderr
         )
         return 2
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        return _materialize_runs(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM (the collector stopping its materialiser) as SystemExit: the statement running finishes and the
+    run's cleanup removes its temporary catalogue and files, where the default action would leave them."""
+    raise SystemExit(128 + signum)
+
+
+def _materialize_runs(args: argparse.Namespace) -> int:
     parent = os.environ.get("TURNLENS_PARENT_PID")  # set by the collector that started this loop
     own_busy = 0.0  # cores this process kept busy over the last run and pause (part of the load average)
     while True:
@@ -309,6 +324,19 @@ def run_materialize(args: argparse.Namespace) -> int:
         if parent and os.getppid() != int(parent):  # the collector is gone (where the kernel did not say)
             return code
         own_busy = (time.process_time() - cpu) / max(time.monotonic() - started, 1e-3)
+
+
+def _resume_note(summary: dict[str, Any]) -> str:
+    """What the run did with a full build a dead run left incomplete: finished it, or why it built again."""
+    if "resumed_from" in summary:
+        return (
+            f", finishing the build of v{summary['resumed_from']}:"
+            f" {summary['buckets_reused']} bucket(s) kept, {summary['buckets_built']} built"
+        )
+    if "not_resumed" in summary:
+        left = summary["not_resumed"]
+        return f"; the incomplete build of v{left['version']} was not resumed: {left['reason']}"
+    return ""
 
 
 def _materialize_once(args: argparse.Namespace, threads: int | None) -> int:
@@ -359,7 +387,8 @@ def _materialize_once(args: argparse.Namespace, threads: int | None) -> int:
             f"{summary['mode']} {summary['generation']} in {summary['seconds']:.1f} s:"
             f" {summary['partitions']} partitions, {len(summary.get('written_partitions', []))} touched,"
             f" {len(summary.get('folded_partitions', []))} folded,"
-            f" {summary.get('touched_turns', 0)} turns recomputed, {summary['buckets']} bucket(s)",
+            f" {summary.get('touched_turns', 0)} turns recomputed, {summary['buckets']} bucket(s)"
+            + _resume_note(summary),
             flush=True,
         )
     return 0

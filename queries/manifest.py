@@ -67,6 +67,9 @@ class Manifest:
     chunks: list[int]  # versions of the index chunks
     template: int  # version of the zero-row file of each table
     partitions_total: int | None = None  # while a full build runs: the partitions it will write
+    # while a full build runs: the version whose `.build-v<N>/` folder holds what its first pass computed
+    # (each trace's turn, keys and links, each turn's unit, the buckets), which a later run resumes it from
+    plan: int | None = None
     retiring: list[str] = field(default_factory=list)  # replaced files compaction has not yet taken
     # the deltas written since the partitions' base files, oldest first: {"version": N, "parts": the
     # partitions whose turns it replaced or wrote, "tables": the tables it holds rows of, "turns": the turns

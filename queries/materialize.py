@@ -23,8 +23,9 @@ first one, `--full`, or after the views' SQL or the tool registry changed) goes 
 time,
 newest first, publishing each bucket as it is done, so readers see the recent turns first and how far the
 build
-got (turnlens_snapshot.partitions / partitions_total). Files a new manifest no longer names are handed to
-compaction's deferred deletion (collector/compaction.py, retire), as replaced segments are.
+got (turnlens_snapshot.partitions / partitions_total); when its process dies, the next run finishes it from
+what its first pass kept (`_resume_build`) rather than starting again. Files a new manifest no longer names
+are handed to compaction's deferred deletion (collector/compaction.py, retire), as replaced segments are.
 """
 
 from __future__ import annotations
@@ -81,7 +82,17 @@ DEFAULT_MARGIN_S = (
 )
 DEFAULT_BUCKET_SPANS = 250_000  # stored copies per bucket of a full build
 DEFAULT_MEMORY_LIMIT = "1GB"  # DuckDB's limit in a materialiser; past it, it spills to derived/.spill
+SPILL_DIR = ".spill"
 ROLLUP_AFTER_S = 15 * 60  # an hour whose end is this far behind the watermark is rolled up into one partition
+# a full build's first pass, kept until the build is whole (`.build-v<N>/`): the temporary table of each file
+PLAN_PREFIX = ".build-v"
+PLAN_FILE = "plan.json"
+PLAN_TABLES = {
+    "turnlens_all_trace_turns": "trace_turns",
+    "turnlens_all_trace_keys": "trace_keys",
+    "turnlens_all_trace_links": "trace_links",
+    "turnlens_unit_turns": "unit_turns",
+}
 INDEX_CHUNKS_MAX = 16  # more chunks of the trace -> segment index than this are merged into one
 GRACE_S = compaction.DEFAULT_GRACE_S  # replaced files stay this long for readers whose catalogue names them
 # the fresh part's relations a run holds in memory, each computed once from those before it
@@ -199,14 +210,15 @@ class _Run:
             TIMINGS[f"hold {name}"] += TIMINGS.pop("hold")
             CPU_TIMINGS[f"hold {name}"] += CPU_TIMINGS.pop("hold")
 
-    def copy(self, select: str, target: Path, order_by: str | None = None) -> None:
+    def copy(self, select: str, target: Path, order_by: str | None = None, step: str | None = None) -> None:
         """Writes a query's rows to one Parquet file (sorted, in small row groups, when `order_by` names the
-        column a lookup filters on), fsynced; its directory is fsynced before the manifest names it."""
+        column a lookup filters on), fsynced; its directory is fsynced before the manifest names it. Its time
+        counts to `step` (by default, writing the table its folder holds)."""
         query = select.rstrip().rstrip(";")
         if order_by:
             query = f"select * from ({query}) order by {order_by}"
         row_group = LOOKUP_ROW_GROUP if order_by else 122_880
-        with _timed(f"write {target.parent.parent.name}"):
+        with _timed(step or f"write {target.parent.parent.name}"):
             target.parent.mkdir(parents=True, exist_ok=True)
             self.con.execute(
                 f"copy ({query}) to {catalog.sql_string(str(target))}"
@@ -311,7 +323,7 @@ def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_li
         con = duckdb.connect(str(store_dir / catalog.CATALOG_FILE), read_only=True)
     if threads:
         con.execute(f"set threads = {int(threads)}")  # SET binds no parameters
-    spill = store_dir / DERIVED_DIR / ".spill"
+    spill = store_dir / DERIVED_DIR / SPILL_DIR
     con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")
     con.execute(f"set memory_limit = {catalog.sql_string(memory_limit or DEFAULT_MEMORY_LIMIT)}")
     con.execute("set preserve_insertion_order = false")
@@ -350,6 +362,8 @@ def materialize(
     With `bootstrap` (the collector's loop), a store without usable derived state that holds no more than one
     bucket of copies gets an empty state covering nothing, and the run goes on as a refresh that takes every
     copy as new: publishing once, without the full build's passes over the store (`_bootstrap`).
+    A full build a run that died left incomplete is finished (its published buckets kept) when its inputs
+    still hold (`_resume_refusal`; the summary's `not_resumed` says why not), even with `full`.
     A refresh when the current manifest is whole and written under the store's inputs, else a full build,
     whose buckets `engine` computes (local_buckets, on this connection, by default; queries/spark_engine.py's
     on a Spark cluster). A refresh always runs here: it reads what changed, not the store.
@@ -371,7 +385,11 @@ def materialize(
             con = _connect(store_dir, segments_glob, threads, memory_limit)
         try:
             run = _Run(store_dir, segments_glob, con, watermark, version)
-            if previous is not None and previous.complete and not full:
+            refused = None if found is None or found.complete else _resume_refusal(run, found)
+            if found is not None and not found.complete and refused is None:
+                run = _Run(store_dir, segments_glob, con, found.watermark, version)  # the build's watermark
+                manifest, summary = _resume_build(run, found, engine or local_buckets)
+            elif previous is not None and previous.complete and not full:
                 manifest, summary = _refresh(run, previous, deltas_max)
             elif bootstrap and not full and run.stored_copies() <= bucket_spans:
                 empty = _bootstrap(run, found)
@@ -380,6 +398,8 @@ def materialize(
                 summary["mode"] = "bootstrap"
             else:
                 manifest, summary = _full_build(run, found, bucket_spans, engine or local_buckets)
+            if found is not None and refused is not None:  # an incomplete build: say why it was not finished
+                summary["not_resumed"] = {"version": found.version, "reason": refused}
         finally:
             con.close()
         with _timed("retire"):
@@ -463,10 +483,22 @@ def publish(run: _Run, manifest: Manifest) -> None:
 def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     """Removes what a run that died wrote after the current version: no manifest names it, no reader sees
     it. Called under the derived-state lock, so no other materialiser is writing: every temporary file in the
-    folder is a dead run's, and so is a versioned manifest newer than the current one (it died between the
-    two renames of its publish), which the next run's version would otherwise reuse."""
+    folder is a dead run's (DuckDB's spill files, a full build's per-unit inputs), and so is a versioned
+    manifest newer than the current one (it died between the two renames of its publish), which the next
+    run's version would otherwise reuse. A full build publishes one version again and again, a bucket at a
+    time: its partition files of that version that the manifest does not name are its unpublished buckets.
+    The first pass of an incomplete build stays: the next run resumes from it."""
     newest = found.version if found else 0
     folder = store_dir / DERIVED_DIR
+    named = found.files() if found else set()
+    for path in folder.glob("*/p=*/v*.parquet"):
+        if path.stem[1:].isdigit() and int(path.stem[1:]) == newest and str(path) not in named:
+            path.unlink(missing_ok=True)
+    resumable = f"{PLAN_PREFIX}{found.plan}" if found is not None and found.plan is not None else None
+    for plan in folder.glob(f"{PLAN_PREFIX}*"):
+        if plan.name != resumable:
+            shutil.rmtree(plan, ignore_errors=True)
+    shutil.rmtree(folder / SPILL_DIR, ignore_errors=True)  # DuckDB's spill files, the run's and its tasks'
     for path in folder.glob(f"{MANIFESTS_DIR}/v*.json"):
         if path.stem[1:].isdigit() and int(path.stem[1:]) > newest:
             path.unlink(missing_ok=True)
@@ -477,8 +509,8 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     for path in folder.glob("*/*/v*.parquet"):
         if int(path.stem[1:]) > newest:
             path.unlink(missing_ok=True)
-    for path in folder.glob("*/*/.v*.slice-*.parquet"):
-        if int(path.name[2:].split(".", 1)[0]) > newest:
+    for path in folder.glob("*/*/.v*.slice-*.parquet"):  # never named: a bucket's slices, before their join
+        if int(path.name[2:].split(".", 1)[0]) >= newest:
             path.unlink(missing_ok=True)
     for path in [
         *folder.glob(f"{INDEX_DIR}/*-v*.parquet"),
@@ -766,8 +798,12 @@ def _full_build(
     The whole store is read twice, whatever its size: once for each trace's identity, keys and links (narrow
     columns), and once to write each unit's input copies to the unit's own files (`_shuffle`). A unit's job
     then reads only those files, so the build's time follows the store's size and its memory a unit's;
-    `engine` runs the units' jobs (local_buckets: one after another on this connection)."""
+    `engine` runs the units' jobs (local_buckets: one after another on this connection). What the first pass
+    computed is kept beside the state (`_write_plan`) until the build is whole, so that a run after this one
+    dies finishes it (`_resume_build`) instead of starting again."""
     present = run.present_segments()
+    for folder in run.folder.glob(f"{PLAN_PREFIX}*"):  # another build's first pass: this one replaces it
+        _remove_tree(folder)
     run.step("whole_store_identity")
     sizes: dict[str, int] = defaultdict(int)
     for part, spans in run.step("turn_sizes", params={"cutoff": run.cutoff}).fetchall():
@@ -785,15 +821,8 @@ def _full_build(
         template=run.version,
         partitions_total=len(sizes),
         retiring=list(found.retiring) if found else [],
+        plan=run.version,
     )
-    values = {
-        "watermark": str(2**62),  # no copy is new: the seed names the traces
-        "new_copy_files": sql_list([run.placeholder]),
-        "new_segments": sql_list([]),
-        "cutoff": str(run.cutoff),
-        "index_traces_files": sql_list(manifest.chunk_files("traces")),
-        "input_files": sql_list(sorted(set(present) | {run.placeholder})),
-    }
     units = _units(buckets)
     run.step(
         "unit_turns",
@@ -804,33 +833,129 @@ def _full_build(
             "slices": [slices for _, _, slices in units],
         },
     )
+    _write_plan(run, buckets, sum(sizes.values()))
+    return _build_units(run, manifest, present, buckets, engine, fresh=True)
+
+
+def _resume_build(run: _Run, found: Manifest, engine: BucketEngine) -> tuple[Manifest, dict[str, Any]]:
+    """Finishes the full build `found` describes, which a run that died left incomplete: its published
+    buckets stay as they are, the others are computed from its first pass (`_write_plan`) as that run would
+    have computed them, at its watermark (`run` is made with it: the roll-up cutoff, and so each turn's
+    partition, are the same). The run's first publish is its first finished bucket."""
+    assert found.plan is not None
+    plan = _read_plan(run.folder, found.plan)
+    run.step("resumed_identity", _plan_values(run.folder, found.plan))
+    buckets = [(list(parts), int(slices)) for parts, slices in plan["buckets"]]
+    manifest = replace(found, version=run.version)
+    manifest, summary = _build_units(run, manifest, run.present_segments(), buckets, engine, fresh=False)
+    return manifest, summary | {"copies": plan["copies"], "resumed_from": found.version}
+
+
+def _build_units(
+    run: _Run,
+    manifest: Manifest,
+    present: list[str],
+    buckets: list[tuple[list[str], int]],
+    engine: BucketEngine,
+    fresh: bool,
+) -> tuple[Manifest, dict[str, Any]]:
+    """Computes the buckets `manifest` does not name yet (all of them when `fresh`: it then publishes the
+    empty state first), publishing each as it is done and the state whole after the last."""
+    run.step("whole_store_views")
+    values = {
+        "watermark": str(2**62),  # no copy is new: the seed names the traces
+        "new_copy_files": sql_list([run.placeholder]),
+        "new_segments": sql_list([]),
+        "cutoff": str(run.cutoff),
+        "index_traces_files": sql_list(manifest.chunk_files("traces")),
+        "input_files": sql_list(sorted(set(present) | {run.placeholder})),
+    }
     run.step("bucket_seed", params={"unit": -1})
     run.fresh_phase("touched", values)
     run.step("seeded_fresh_traces")
     run.fresh_phase("recompute", values)
-    run.write_templates(manifest)
-    # readers see an empty state that says a build is under way, and keep seeing that the state is not whole
-    # if the build dies before its last bucket
-    publish(run, manifest)
-    shuffle = _shuffle(run, sum(slices for _, slices in buckets), present)
+    if fresh:
+        run.write_templates(manifest)
+        # readers see an empty state that says a build is under way, and keep seeing that the state is not
+        # whole if the build dies before its last bucket
+        publish(run, manifest)
     jobs: list[tuple[list[str], range]] = []  # each bucket with the units that compute it
     first = 0
     for bucket, slices in buckets:
-        jobs.append((bucket, range(first, first + slices)))
+        if not set(bucket) <= set(manifest.partitions):  # published buckets are kept as they are
+            jobs.append((bucket, range(first, first + slices)))
         first += slices
+    shuffle = _shuffle(run, [unit for _, numbers in jobs for unit in numbers], present)
     for done, bucket in enumerate(engine(run, values, jobs, shuffle), start=1):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         if done < len(jobs):  # the last bucket is published whole, below
             publish(run, manifest)
     _remove_tree(shuffle)
-    manifest = replace(manifest, partitions_total=None, built_unix=time.time())
+    plan = manifest.plan
+    manifest = replace(manifest, partitions_total=None, plan=None, built_unix=time.time())
     publish(run, manifest)
+    if plan is not None:  # the state is whole: no run resumes this build any more
+        _remove_tree(run.folder / f"{PLAN_PREFIX}{plan}")
     return manifest, {
         "mode": "full",
         "buckets": len(buckets),
+        "buckets_built": len(jobs),
+        "buckets_reused": len(buckets) - len(jobs),
         "units": first,
-        "copies": sum(sizes.values()),
+        "units_built": sum(len(numbers) for _, numbers in jobs),
     }
+
+
+def _plan_values(folder: Path, version: int) -> dict[str, str]:
+    """The files of a full build's first pass, as SQL constants (resumed_identity)."""
+    plan = folder / f"{PLAN_PREFIX}{version}"
+    files = {name: plan / f"{name}.parquet" for name in PLAN_TABLES.values()}
+    return {f"{name}_file": catalog.sql_string(str(file)) for name, file in files.items()}
+
+
+def _write_plan(run: _Run, buckets: list[tuple[list[str], int]], copies: int) -> None:
+    """Keeps what a full build's first pass computed in `.build-v<N>/`, durably before the build's first
+    publish: each trace's turn, keys and links over the whole store, each turn's unit, and the buckets. A
+    bucket's rows depend on these (which traces it reads, which partition a turn goes to), not only on the
+    copies, so a run that resumes the build reads them rather than computing them again from a store that may
+    have received spans since."""
+    plan = run.folder / f"{PLAN_PREFIX}{run.version}"
+    _remove_tree(plan)
+    for table, name in PLAN_TABLES.items():
+        run.copy(f"select * from {table}", plan / f"{name}.parquet", step="write plan")
+    body = {"version": run.version, "buckets": buckets, "copies": copies}
+    target = plan / PLAN_FILE
+    tmp = segments.tmp_path(target)
+    tmp.write_text(json.dumps(body) + "\n")
+    segments.publish(tmp, target)
+
+
+def _read_plan(folder: Path, version: int) -> dict[str, Any]:
+    """A full build's plan (`_write_plan`); raises FileNotFoundError or ValueError if it is not whole."""
+    plan = folder / f"{PLAN_PREFIX}{version}"
+    body: dict[str, Any] = json.loads((plan / PLAN_FILE).read_text())
+    missing = [name for name in PLAN_TABLES.values() if not (plan / f"{name}.parquet").is_file()]
+    if body.get("version") != version or missing:
+        raise ValueError(f"{plan} lacks {', '.join(missing) or 'its version'}")
+    return body
+
+
+def _resume_refusal(run: _Run, found: Manifest) -> str | None:
+    """Why the incomplete full build `found` cannot be finished (it must be built again), or None if it can:
+    its rows are still the rows of the store's current inputs, its plan is whole, and every segment it read
+    is still there or was merged by compaction (same folder, same copies) rather than dropped by retention."""
+    if found.inputs_sha256 != inputs_fingerprint(run.store_dir):
+        return "the views' inputs changed since it started (tool_registry.toml, or the views' SQL)"
+    if found.plan is None:
+        return "it left no plan of its first pass"
+    try:
+        _read_plan(run.folder, found.plan)
+    except (OSError, ValueError) as exc:
+        return f"its plan is not readable ({exc})"
+    gone = _gone_segments(_indexed(run, found), run.present_segments())
+    if gone:
+        return f"retention removed {len(gone)} of the segments it read"
+    return None
 
 
 def local_buckets(
@@ -869,17 +994,17 @@ def _units(buckets: list[tuple[list[str], int]]) -> list[tuple[str, int, int]]:
     return units
 
 
-def _shuffle(run: _Run, units: int, present: list[str]) -> Path:
-    """Writes each unit's input — every stored copy of the traces its turns need (their own, those sharing
-    an idempotency key with them, those they link to) — to the unit's own files, in one pass over the store,
-    and the unit's turns beside them. Returns the folder: `copies/unit=<n>/` and `turns/unit=<n>/`.
+def _shuffle(run: _Run, units: list[int], present: list[str]) -> Path:
+    """Writes the input of each of `units` — every stored copy of the traces its turns need (their own, those
+    sharing an idempotency key with them, those they link to) — to the unit's own files, in one pass over the
+    store, and the unit's turns beside them. Returns the folder: `copies/unit=<n>/` and `turns/unit=<n>/`.
 
     This is the seam between the whole store and the per-unit jobs: a unit's job (`_compute_bucket`) reads
     these files and nothing else, so the same job can run on another engine given the same files."""
     shuffle = run.folder / f".shuffle-v{run.version}"
     _remove_tree(shuffle)
     shuffle.mkdir(parents=True)
-    for unit in range(units):
+    for unit in units:
         run.step("bucket_seed", params={"unit": unit})
         run.step("seeded_fresh_traces")
         run.step("unit_inputs", params={"unit": unit})
@@ -895,7 +1020,7 @@ def _shuffle(run: _Run, units: int, present: list[str]) -> Path:
                 "turns_dir": catalog.sql_string(str(shuffle / "turns")),
             },
         )
-    for unit in range(units):  # a slice its hash gave no turn (a few large turns) reads zero-row files
+    for unit in units:  # a slice its hash gave no turn (a few large turns) reads zero-row files
         for kind in ("copies", "turns"):
             folder = shuffle / kind / f"unit={unit}"
             if not folder.exists():  # not run.copy: nothing publishes these files

@@ -209,7 +209,7 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
     materialize.TIMINGS.clear()
     con = materialize._connect(store, spec["segments_glob"], spec["threads"], spec["memory_limit"])
     try:
-        spill = store / materialize.DERIVED_DIR / ".spill" / f"task-{os.getpid()}"
+        spill = store / materialize.DERIVED_DIR / materialize.SPILL_DIR / f"task-{os.getpid()}"
         spill.mkdir(parents=True, exist_ok=True)
         con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")  # tasks of one host apart
         run = materialize._Run(store, spec["segments_glob"], con, spec["watermark"], spec["version"])

@@ -1,7 +1,8 @@
 """Framework tests: a real framework in its own process, a mock OpenAI server and a real `turnlens collect`.
 
 `framework_store("run_x.py")` starts the mock model server and a collector, runs the scenario program against
-both (it exports over OTLP/HTTP), stops the collector so every span is flushed, and returns the store.
+both (it exports over OTLP/HTTP), stops the collector so every span is flushed and the per-turn views cover
+them, and returns the store.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ def framework_store(tmp_path: Path) -> Iterator[Callable[[str], FrameworkRun]]:
         store = tmp_path / "store"
         store.mkdir()
         (store / "tool_registry.toml").write_text(REGISTRY)
-        collector = otlp_samples.CollectorProcess(store)
+        # the refresh at stop brings the per-turn views up to the last span; it has the shutdown grace, which
+        # a loaded machine may need more of than the default
+        collector = otlp_samples.CollectorProcess(store, "--shutdown-grace", "120s")
         collectors.append(collector)
         with MockOpenAI() as mock:
             # the program imports its framework while the collector starts (it waits for the port to open)
@@ -47,7 +50,8 @@ def framework_store(tmp_path: Path) -> Iterator[Callable[[str], FrameworkRun]]:
             collector.start()
             output, _ = program.communicate(timeout=180)
         assert program.returncode == 0, output
-        assert collector.stop() == 0, "\n".join(collector.lines)
+        assert collector.stop(timeout_s=150) == 0, "\n".join(collector.lines)
+        assert "per-turn views cover every span stored" in collector.lines[-1], collector.lines[-1]
         runs.append(FrameworkRun(store, mock, output))
         return runs[-1]
 

@@ -88,13 +88,14 @@ def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> N
 def test_a_stopped_collector_leaves_per_turn_views_that_cover_its_last_span(tmp_path) -> None:  # noqa: ANN001
     store = tmp_path / "store"
     # the loop's first refresh is an hour away: only the refresh at stop can cover what is sent
-    collector = CollectorProcess(store, "--materialize-interval", "1h").start()
+    # (and a shutdown grace that a loaded machine cannot outrun: the refresh at stop has that long)
+    collector = CollectorProcess(store, "--materialize-interval", "1h", "--shutdown-grace", "120s").start()
     try:
         endpoint = f"http://{collector.http}"
         assert main(["simulate", "--sessions", "6", "--seed", "3", "--endpoint", endpoint, "--quiet"]) == 0
         last_acknowledged = time.time_ns()
     finally:
-        assert collector.stop() == 0, collector.lines
+        assert collector.stop(timeout_s=150) == 0, collector.lines
     assert "per-turn views cover every span stored" in collector.lines[-1], collector.lines
     snapshot = derived_manifest.current_snapshot(store)
     assert snapshot is not None and snapshot.complete and snapshot.watermark >= last_acknowledged

@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 import pytest
+from derivedstate import copy_store, derived_tables, hourly_fleet, kill_half_way, leftovers
 from pyspark.sql import SparkSession
 from storebuilder import rounded
 from turnlens.kernel.layout import segments_glob
@@ -58,26 +59,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (folder / f"{name}.jsonl").write_bytes(b"".join(half))
         assert main(["ingest", "--store", str(store), "--quiet", str(folder / f"{name}.jsonl")]) == 0
     return store
-
-
-def derived_tables(store: Path) -> dict[str, list[tuple]]:
-    """Every row of every derived table (the eight views and the three identity tables), from the files the
-    current manifest names, with the partitions it names."""
-    manifest = derived_manifest.current_snapshot(store)
-    assert manifest is not None and manifest.complete
-    con = duckdb.connect()
-    tables = {
-        table: [
-            rounded(row)
-            for row in con.execute(
-                f"select * from read_parquet({derived_manifest.sql_list(manifest.table_files(table))})"
-                " order by all"
-            ).fetchall()
-        ]
-        for table in derived_manifest.TABLES
-    }
-    con.close()
-    return tables | {"partitions": sorted(manifest.partitions)}  # type: ignore[dict-item]
 
 
 def catalogue_rows(store: Path) -> dict[str, list[tuple]]:
@@ -150,7 +131,10 @@ def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
     assert main(["materialize", "--store", str(store), "--master", "local[2]"]) == 2
     assert "--master needs --engine spark" in capsys.readouterr().err
 
-    # the next run (not a refresh: the state is not whole) builds it all again, from the command line
+    # the next run (not a refresh: the state is not whole) finishes that build, from the command line: it
+    # keeps the buckets published before the task failed and computes the others, the failed one among them
+    # (a failed task's files are removed when it fails: nothing of its bucket was published)
+    published = set(manifest.partitions)
     args = [
         "materialize",
         "--store",
@@ -165,5 +149,35 @@ def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
     assert main([*args, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["mode"] == "full" and summary["spark"]["tasks"] >= 1
-    assert derived_manifest.current_snapshot(store).complete  # type: ignore[union-attr]
+    assert summary["resumed_from"] == manifest.version and "not_resumed" not in summary
+    assert 0 < summary["buckets_built"] <= summary["buckets"]
+    assert summary["spark"]["tasks"] == summary["units_built"], "a task per unit not yet published"
+    finished = derived_manifest.current_snapshot(store)
+    assert finished is not None and finished.complete and finished.watermark == manifest.watermark
+    assert {part for part, version in finished.partitions.items() if version == manifest.version} == published
     assert catalogue_rows(store) == computed_rows(store)
+    assert leftovers(store) == [], "the failed build's shuffle, spill and first pass are gone"
+
+
+def test_a_spark_build_whose_driver_is_killed_is_finished_by_the_next_run(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, capsys: Any
+) -> None:
+    """The driver (`turnlens materialize --engine spark`, its JVM and Python workers) is killed with -9 once a
+    bucket is published: the next run on Spark keeps that bucket, computes only the others, and ends row for
+    row where a local build that never stopped does."""
+    fleet = hourly_fleet(tmp_path_factory.mktemp("spark-killed"))
+    store = copy_store(fleet, fleet.parent / "killed")
+    spark_options = ["--engine", "spark", "--master", "local[2]", "--bucket-spans", "120"]
+    died = kill_half_way(store, spark_options)
+    capsys.readouterr()  # what building the fleet printed
+
+    assert main(["materialize", "--store", str(store), "--margin", "0", "--json", *spark_options]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["resumed_from"] == died.version and "not_resumed" not in summary
+    assert 0 < summary["buckets_reused"] and summary["buckets_built"] < summary["buckets"]
+    assert summary["spark"]["tasks"] == summary["units_built"]
+    assert leftovers(store) == [], "the dead driver's shuffle, its tasks' spill and the first pass are gone"
+
+    untouched = copy_store(fleet, fleet.parent / "untouched")
+    build(untouched, bucket_spans=120)
+    assert derived_tables(store) == derived_tables(untouched)

@@ -49,6 +49,8 @@ select * from turnlens_trace_keys_of('turnlens_all_copies');
 create or replace temp table turnlens_all_trace_links as
 select * from turnlens_trace_links_of('turnlens_all_copies');
 
+-- step: whole_store_views
+-- the whole store's identity (whole_store_identity, or resumed_identity) as the previous state the fresh part reads
 create or replace temp view turnlens_prev_trace_turns as
 select trace_id, session_id, turn_id from turnlens_all_trace_turns;
 
@@ -60,6 +62,24 @@ select * from turnlens_all_trace_links;
 
 create or replace temp view turnlens_dropped_traces as
 select ''::varchar as trace_id where false;
+
+-- step: resumed_identity
+-- a full build resumed after its process died: the whole store's identity and each turn's unit as its first pass
+-- computed them (derived/.build-v<N>/, materialize._write_plan), so the remaining buckets' rows are those the first run
+-- would have written, whatever arrived since
+create or replace temp table turnlens_all_trace_turns as
+select * from read_parquet({{trace_turns_file}}, hive_partitioning = false);
+
+create or replace temp table turnlens_all_trace_keys as
+select * from read_parquet({{trace_keys_file}}, hive_partitioning = false);
+
+create or replace temp table turnlens_all_trace_links as
+select * from read_parquet({{trace_links_file}}, hive_partitioning = false);
+
+create or replace temp table turnlens_unit_turns as
+select * from read_parquet({{unit_turns_file}}, hive_partitioning = false);
+
+create or replace temp table turnlens_unit_inputs (trace_id varchar, unit integer);
 
 -- step: empty_state
 -- a store's first state when it is small (queries/materialize.py, _bootstrap): no trace known yet, so the refresh that
@@ -121,14 +141,19 @@ insert into turnlens_unit_inputs select trace_id, $unit from turnlens_fresh_inpu
 -- step: shuffle
 -- one pass over the store: every stored copy of each unit's input traces written to that unit's own files
 -- ({{copies_dir}}/unit=<unit>/), with the segment it came from (`filename`, a retried copy's tie-break), and each
--- unit's turns ({{turns_dir}}/unit=<unit>/). A copy a trace of several units needs is written once per unit.
+-- unit's turns ({{turns_dir}}/unit=<unit>/). A copy a trace of several units needs is written once per unit. Only the
+-- units to compute have inputs: a resumed build's finished buckets get no files.
 copy (
     select c.*, i.unit
     from span_copies_in({{files}}) as c
     join turnlens_unit_inputs as i using (trace_id)
 ) to {{copies_dir}} (format parquet, compression zstd, partition_by (unit));
 
-copy (select session_id, turn_id, unit from turnlens_unit_turns) to {{turns_dir}} (format parquet, partition_by (unit));
+copy (
+    select session_id, turn_id, unit
+    from turnlens_unit_turns
+    where unit in (select unit from turnlens_unit_inputs)
+) to {{turns_dir}} (format parquet, partition_by (unit));
 
 -- step: empty_unit_copies
 -- a unit its hash gave no turn (a slice of a few large turns) reads zero-row files with the shuffle's columns

@@ -1,0 +1,103 @@
+"""What a store's derived state holds, read from the files its manifest names: what tests compare of two
+builds of the same store (on two engines, or a build finished by a later run and one that never stopped);
+and a full build killed half way, as a real process."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+from storebuilder import rounded
+from turnlens.queries import manifest as derived_manifest
+
+from turnlens.cli import main
+
+SAMPLE_DATA = Path(__file__).resolve().parents[2] / "sample_data"
+
+
+def derived_tables(store: Path) -> dict[str, list[tuple]]:
+    """Every row of every derived table (the eight views and the three identity tables), from the files the
+    current manifest names, with the partitions it names."""
+    manifest = derived_manifest.current_snapshot(store)
+    assert manifest is not None and manifest.complete
+    con = duckdb.connect()
+    tables = {
+        table: [
+            rounded(row)
+            for row in con.execute(
+                f"select * from read_parquet({derived_manifest.sql_list(manifest.table_files(table))})"
+                " order by all"
+            ).fetchall()
+        ]
+        for table in derived_manifest.TABLES
+    }
+    con.close()
+    return tables | {"partitions": sorted(manifest.partitions)}  # type: ignore[dict-item]
+
+
+def leftovers(store: Path) -> list[str]:
+    """What a materialiser's run leaves only while it runs: the units' input files of a full build, DuckDB's
+    spill files, temporary files, a full build's first pass. Empty once a run has finished the state."""
+    derived = store / derived_manifest.DERIVED_DIR
+    found = [*derived.glob(".shuffle-v*"), *derived.glob(".build-v*"), *derived.glob("**/*.tmp")]
+    found += [path for path in derived.glob(".spill/**/*") if path.is_file()]
+    found += list(derived.glob("*/*/.v*.slice-*.parquet"))
+    return sorted(str(path.relative_to(derived)) for path in found)
+
+
+def hourly_fleet(folder: Path) -> Path:
+    """A store of the simulator's fleet (every scenario) spread over ten hours: one partition an hour, so a
+    full build in small buckets publishes several before its last."""
+    out = folder / "fleet.jsonl.gz"
+    assert main(["simulate", "--sessions", "40", "--sessions-per-minute", "0.07", "--seed", "5"]
+                + ["--out", str(out), "--quiet"]) == 0
+    (folder / "fleet.jsonl").write_bytes(gzip.decompress(out.read_bytes()))
+    store = folder / "store"
+    store.mkdir()
+    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
+    assert main(["ingest", "--store", str(store), "--quiet", str(folder / "fleet.jsonl")]) == 0
+    return store
+
+
+def copy_store(store: Path, target: Path) -> Path:
+    """The store's segments and tool registry, without its derived state or catalogue."""
+    ignored = shutil.ignore_patterns("derived", "readers.*", "turnlens.duckdb")
+    shutil.copytree(store, target, ignore=ignored)
+    return target
+
+
+def kill_half_way(store: Path, options: list[str]) -> derived_manifest.Manifest:
+    """Starts `turnlens materialize --full` (with `options`) on the store and kills it (-9) once it has
+    published a bucket but not the last; returns the manifest it left."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "turnlens.cli", "materialize", "--store", str(store), "--full"]
+        + ["--margin", "0", "--quiet", *options],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = derived_manifest.read_manifest(store)
+            if found is not None and found.partitions and not found.complete:
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.02)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.stderr is not None
+    assert proc.returncode == -signal.SIGKILL, f"the build ended before it was killed: {proc.stderr.read()}"
+    found = derived_manifest.read_manifest(store)
+    assert found is not None and not found.complete and found.partitions_total is not None
+    assert 0 < len(found.partitions) < found.partitions_total
+    return found
