@@ -246,3 +246,19 @@ def test_overview_has_the_slo_panel_and_links_to_the_turns(store: Path) -> None:
     assert "Cancel-to-ack SLO" in [h.value for h in at.subheader]
     assert "No cancels in this window" not in texts(at)
 
+
+def test_overview_draws_the_burn_rate_each_cancel_and_the_skew_when_chosen(store: Path) -> None:
+    def drawn(at: AppTest, part: str) -> bool:
+        return any(part in spec for spec in chart_specs(at))
+
+    at = open_page("overview")
+    assert drawn(at, '"brush"') and drawn(at, '"findings"')  # the SLO percentiles, the findings ranked
+    assert not drawn(at, '"burn rate"') and not drawn(at, "symlog") and not drawn(at, SKEW_AXIS)
+    assert "worst: " in texts(at)  # the worst window is named without drawing the burn rate
+    at.session_state["slo_tab"] = "Burn rate"
+    at.session_state["latency_points"] = True
+    at.session_state["skew_by_node"] = True
+    at.run()
+    assert not at.exception, at.exception
+    assert drawn(at, '"burn rate"') and drawn(at, "symlog") and drawn(at, SKEW_AXIS)
+    assert not drawn(at, '"brush"')  # one SLO tab at a time
