@@ -68,7 +68,10 @@ class Collector:
         compact = ["compact", "--store", store, *retention, *grace]
         self.maintenance.append(ChildLoop("compact", compact, settings.compact_interval_s))
         if settings.materialize_interval_s is not None:
-            self.materialize_args = ["materialize", "--store", store, "--quiet", "--threads", "1", *grace]
+            # as many DuckDB threads as the host has idle cores, at least one: a refresh uses the cores of a
+            # quiet host, and does not split its work (which costs CPU of its own) on a busy one
+            threads = ["--threads", "auto"]
+            self.materialize_args = ["materialize", "--store", store, "--quiet", *threads, *grace]
             self.maintenance.append(
                 ChildLoop(
                     "materialize",

@@ -71,7 +71,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="a full build's buckets hold about N stored copies, one Spark task each (default %(default)s)",
     )
-    mat.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
+    mat.add_argument(
+        "--threads",
+        type=_threads,
+        default=None,
+        help="DuckDB threads, or `auto`: before each run, one per core the rest of the host leaves idle, at"
+        " least one (what the collector runs; default: all cores)",
+    )
     mat.add_argument("--memory-limit", default=None, help="DuckDB memory limit, e.g. 4GB (default: DuckDB's)")
     mat.add_argument(
         "--every",
@@ -267,6 +273,16 @@ def _query(
         return columns, cursor.fetchall() if columns else []
 
 
+def _threads(value: str) -> int | str:
+    """`--threads`: a number of threads, or `auto`."""
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of threads nor auto: {value!r}") from None
+
+
 def run_materialize(args: argparse.Namespace) -> int:
     """Brings the derived state up to date, once or `--every` SECONDS until stopped; exit 0 when written, 1
     on an error, 2 when --store is no store folder, 75 (EX_TEMPFAIL) if another process is writing it (with
@@ -291,9 +307,13 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 def _materialize_runs(args: argparse.Namespace) -> int:
     parent = os.environ.get("TURNLENS_PARENT_PID")  # set by the collector that started this loop
+    own_busy = 0.0  # cores this process kept busy over the last run and pause (part of the load average)
     while True:
-        started = time.monotonic()
-        code = _materialize_once(args)
+        started, cpu = time.monotonic(), time.process_time()
+        threads = args.threads
+        if threads == "auto":
+            threads = materialize.idle_threads(os.getloadavg()[0], os.cpu_count() or 1, own_busy)
+        code = _materialize_once(args, threads)
         if args.every is None:
             return code
         # runs start every interval; one that took longer is followed after half an interval, not a whole
@@ -303,6 +323,7 @@ def _materialize_runs(args: argparse.Namespace) -> int:
         time.sleep(max(args.every / 2, args.every - ran))
         if parent and os.getppid() != int(parent):  # the collector is gone (where the kernel did not say)
             return code
+        own_busy = (time.process_time() - cpu) / max(time.monotonic() - started, 1e-3)
 
 
 def _resume_note(summary: dict[str, Any]) -> str:
@@ -318,11 +339,11 @@ def _resume_note(summary: dict[str, Any]) -> str:
     return ""
 
 
-def _materialize_once(args: argparse.Namespace) -> int:
+def _materialize_once(args: argparse.Namespace, threads: int | None) -> int:
     engine = None
     if args.engine == "spark":
         engine = spark_engine.SparkBuckets(
-            args.master or spark_engine.DEFAULT_MASTER, task_threads=args.threads or 1,
+            args.master or spark_engine.DEFAULT_MASTER, task_threads=threads or 1,
             memory_limit=args.memory_limit,
         )
     elif args.master is not None:
@@ -340,7 +361,7 @@ def _materialize_once(args: argparse.Namespace) -> int:
                 layout.segments_glob(args.store),
                 full=args.full,
                 margin_s=args.margin,
-                threads=args.threads,
+                threads=threads,
                 memory_limit=args.memory_limit,
                 grace_s=args.grace,
                 engine=engine,

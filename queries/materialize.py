@@ -98,6 +98,8 @@ GRACE_S = compaction.DEFAULT_GRACE_S  # replaced files stay this long for reader
 # the fresh part's relations a run holds in memory, each computed once from those before it
 # (the identity side tables are scanned where needed, not held: holding them would copy the whole store's)
 HELD_TOUCHED = (
+    "turnlens_new_trace_keys",
+    "turnlens_new_trace_links",
     "turnlens_fresh_traces",
     "turnlens_touched_traces",
     "turnlens_touched_turn_ids",
@@ -411,6 +413,7 @@ def materialize(
         "version": manifest.version,
         "watermark_unix_nano": manifest.watermark,
         "partitions": len(manifest.partitions),
+        "threads": threads,
         "seconds": round(time.perf_counter() - started, 3),
         "cpu_seconds": round(time.process_time() - cpu, 3),
         "peak_rss_mb": peak_rss_mb(),
@@ -418,6 +421,16 @@ def materialize(
         "step_cpu_seconds": {name: round(seconds, 3) for name, seconds in CPU_TIMINGS.items()},
     }
     return summary
+
+
+def idle_threads(load_1m: float, cores: int, own_busy: float) -> int:
+    """DuckDB threads for a run on a shared host (`--threads auto`): one per core the rest of the host leaves
+    idle, at least one. The rest is the 1-minute load average less `own_busy`, the cores this process kept
+    busy lately (its own runs count in the load average). On a quiet host a refresh then uses every core;
+    on a busy one a second thread would mostly wait for a core, and splitting the work costs CPU of its
+    own."""
+    others = max(0.0, load_1m - own_busy)
+    return max(1, min(cores, int(cores - others + 0.5)))
 
 
 def peak_rss_mb() -> float | None:

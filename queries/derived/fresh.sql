@@ -30,16 +30,26 @@ select trace_id from turnlens_new_copies
 union
 select trace_id from turnlens_dropped_traces;
 
--- the identity side tables as of now: a trace's keys and links are those of all its copies, the previous and the new
+-- the keys and links the new copies carry, read from their segments and JSON once (a refresh holds them: the
+-- relations below read them four times)
+create or replace temp view turnlens_new_trace_keys as
+select * from turnlens_trace_keys_of('turnlens_new_copies');
+
+create or replace temp view turnlens_new_trace_links as
+select * from turnlens_trace_links_of('turnlens_new_copies');
+
+-- the identity side tables as of now: a trace's keys and links are those of all its copies, the previous and the new.
+-- `union all`: every reader below semi-joins them, so a duplicate changes nothing, while de-duplicating would sort
+-- the whole store's keys and links at each read
 create or replace temp view turnlens_trace_keys as
 select trace_id, idempotency_key from turnlens_prev_trace_keys
-union
-select * from turnlens_trace_keys_of('turnlens_new_copies');
+union all
+select * from turnlens_new_trace_keys;
 
 create or replace temp view turnlens_trace_links as
 select trace_id, linked_trace_id from turnlens_prev_trace_links
-union
-select * from turnlens_trace_links_of('turnlens_new_copies');
+union all
+select * from turnlens_new_trace_links;
 
 create or replace temp view turnlens_snapshot_trace_turns as
 select trace_id, session_id, turn_id from turnlens_prev_trace_turns;
@@ -130,8 +140,10 @@ select l.trace_id, l.linked_trace_id, t.session_id, t.turn_id
 from turnlens_trace_links_of('turnlens_fresh_stored') as l
 join turnlens_fresh_trace_turns as t using (trace_id);
 
+-- without each row's attributes JSON: no derived view reads it (the columns the detectors need are typed out of it
+-- by turn_events_from), and leaving it out spares casting every row's text to JSON and holding it
 create or replace temp view turnlens_fresh_events as
-select * from turn_events_from('turnlens_fresh_spans');
+select * exclude (attributes) from turn_events_from('turnlens_fresh_spans');
 
 create or replace temp view turnlens_fresh_side_effects as
 select * from side_effects_of('turnlens_fresh_events');

@@ -42,11 +42,13 @@ from (
 )
 group by tool_name, epoch_ms(detected_hlc >> 16)::date;
 
--- divergences_of(rows): the same findings over any relation with turn_events' columns, named by string (turn_events
--- for the view). A detector matching idempotency keys across turns sees only the rows given: a named query for one
--- turn passes the events of the turn's traces and of the traces sharing its keys (key_traces_of).
-create or replace macro divergences_of(rows) as table
-with events as materialized (  -- turn_events derived once: the ledger and the cancels are computed from it
+-- divergences_from(rows, ledger, acks): the findings over a relation with turn_events' columns and the side_effects
+-- and cancel_acks already computed from it, each named by string: the turns view holds those two anyway, and
+-- computing them again here was a third of this macro's cost. The callers pass materialised CTEs: views would be
+-- bound again at each of the many reads below (the derived state's fresh part, whose relations are views in a full
+-- build, calls divergences_of, which binds the events once).
+create or replace macro divergences_from(rows, ledger, acks) as table
+with events as (  -- read where needed: the caller passes rows derived once (a materialised CTE)
     select
         session_id, turn_id, source, step, layer, node, name, wall_ns, hlc, hlc_source, order_hlc, status_code,
         tool_call_id, tool_name, idempotency_key, tier, dispatch, billable, requires_approval, cancel_origin,
@@ -54,12 +56,12 @@ with events as materialized (  -- turn_events derived once: the ledger and the c
     from query_table(rows)
 ),
 
-calls as materialized (  -- each input is computed once, however many detectors read it
-    select * from side_effects_of('events')
+calls as (
+    select * from query_table(ledger)
 ),
 
-cancels as materialized (
-    select * from cancel_acks_of('events')
+cancels as (
+    select * from query_table(acks)
 ),
 
 turn_stream as (  -- when each turn's stream ended (stream.completed, else the end of its stream spans)
@@ -351,11 +353,20 @@ wall_before as (  -- in HLC order, the latest wall clock seen before each row (a
     from carried_clock
 ),
 
-inversions as (  -- per turn, the row the wall clocks contradict most, when by more than normal skew
-    select w.*, w.latest_wall_before - w.wall_ns as inverted_ns
-    from wall_before as w, settings as s
-    where w.latest_wall_before - w.wall_ns > s.causal_inversion_tolerance_ms * 1e6
-    qualify row_number() over (partition by w.turn_id order by w.latest_wall_before - w.wall_ns desc, w.hlc) = 1
+inversions as (  -- per turn, the row the wall clocks contradict most (of equals, the first by HLC), when by more
+    -- than normal skew: one aggregate, where numbering every such row in a window sorted them all
+    select unnest(worst)
+    from (
+        select arg_max(
+            struct_pack(session_id := w.session_id, turn_id := w.turn_id, hlc := w.hlc, wall_ns := w.wall_ns,
+                name := w.name, node := w.node, latest_wall_before := w.latest_wall_before,
+                inverted_ns := w.latest_wall_before - w.wall_ns),
+            struct_pack(inverted_ns := w.latest_wall_before - w.wall_ns, earlier := -w.hlc)
+        ) as worst
+        from wall_before as w, settings as s
+        where w.latest_wall_before - w.wall_ns > s.causal_inversion_tolerance_ms * 1e6
+        group by w.turn_id
+    )
 ),
 
 general_inversion as (
@@ -433,6 +444,28 @@ select
     epoch_ms(detected_hlc >> 16) as detected_at,
     evidence
 from findings;
+
+-- divergences_of(rows): the same findings over any relation with turn_events' columns, named by string (turn_events
+-- for the view). A detector matching idempotency keys across turns sees only the rows given: a named query for one
+-- turn passes the events of the turn's traces and of the traces sharing its keys (key_traces_of).
+create or replace macro divergences_of(rows) as table
+with divergence_events as materialized (  -- turn_events derived once: the ledger and the cancels are computed from it
+    select
+        session_id, turn_id, source, step, layer, node, name, wall_ns, hlc, hlc_source, order_hlc, status_code,
+        tool_call_id, tool_name, idempotency_key, tier, dispatch, billable, requires_approval, cancel_origin,
+        replayed, third_party_status, stream_tokens, billing_kind, billing_amount, billing_tokens
+    from query_table(rows)
+),
+
+divergence_calls as materialized (  -- each input is computed once, however many detectors read it
+    select * from side_effects_of('divergence_events')
+),
+
+divergence_cancels as materialized (
+    select * from cancel_acks_of('divergence_events')
+)
+
+select * from divergences_from('divergence_events', 'divergence_calls', 'divergence_cancels');
 
 create or replace view divergences as
 select * from divergences_of('turn_events');

@@ -114,7 +114,7 @@ acks as materialized (
 ),
 
 found as (
-    select session_id, turn_id from divergences_of('events')
+    select session_id, turn_id from divergences_from('events', 'ledger', 'acks')
 )
 
 select * from turns_of('events', 'ledger', 'found', 'acks');

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -270,3 +271,22 @@ def test_a_fold_publishes_the_new_rows_first_and_readers_keep_the_catalogue_they
     materialize.materialize(store, segments_glob(store), margin_s=0)
     with catalog.connect(store) as con:
         assert con.execute("select slo_cancel_to_ack_ms from settings").fetchall() == [(50,)]
+
+
+def test_threads_auto_gives_a_run_the_cores_the_rest_of_the_host_leaves_idle(
+    sample_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a quiet 2-core host: both cores; a busy one: one thread; the materialiser's own share of the load
+    # average (its previous runs) does not count against it; 8 cores with 2.5 of them busy: 6
+    assert materialize.idle_threads(0.3, 2, 0.0) == 2
+    assert materialize.idle_threads(6.0, 2, 0.0) == 1
+    assert materialize.idle_threads(1.9, 2, 1.8) == 2
+    assert materialize.idle_threads(2.5, 8, 0.0) == 6
+    # the collector's materialiser runs with `--threads auto` and says what it ran with
+    capsys.readouterr()
+    run = ["materialize", "--store", str(sample_copy), "--json", "--margin", "0"]
+    assert main([*run, "--threads", "auto"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 1 <= summary["threads"] <= (os.cpu_count() or 1)
+    with pytest.raises(SystemExit):
+        main([*run, "--threads", "two"])
