@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.elements.lib.column_types import ColumnConfig
 from streamlit.elements.lib.mutable_expander_container import ExpanderContainer
+from streamlit.elements.lib.mutable_tab_container import TabContainer
 from turnlens.alerts import asof
 from turnlens.dashboard import data, filters
 from turnlens.kernel import contract
@@ -155,6 +156,16 @@ def lazy_expander(label: str, *, key: str, icon: str | None = None) -> ExpanderC
     with its highlighted SQL, every view's columns) kept the browser busy for seconds on each visit."""
     expander = st.expander(label, icon=icon, key=key, on_change="rerun")
     return expander if expander.open else None
+
+
+def lazy_tabs(labels: list[str], *, key: str) -> tuple[str, TabContainer]:
+    """Tabs of which only the selected one is drawn (choosing another reruns the page): its label and the
+    tab to draw into. Tables side by side cost the browser each, whether or not the reader looks at them."""
+    tabs = st.tabs(labels, key=key, on_change="rerun")
+    for label, tab in zip(labels, tabs, strict=True):
+        if tab.open:
+            return label, tab
+    return labels[0], tabs[0]  # no state yet (a first run draws the first tab)
 
 
 class section:  # noqa: N801 - used as `with common.section():`, like st.container

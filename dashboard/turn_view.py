@@ -11,6 +11,7 @@ from turnlens.dashboard import charts, common
 from turnlens.kernel import contract
 
 SPAN_PARAM = "span"  # ?span=<span_id>: the selected span, so a pasted link opens on it
+SPAN_TABS = ["Attributes", "Events", "Where and when"]  # the selected span's tables, one drawn at a time
 
 
 def selected_span(picked: Any, bars: pd.DataFrame, marks: pd.DataFrame) -> str | None:
@@ -49,7 +50,10 @@ def _clicked(picked: Any) -> str | None:
 
 
 def span_detail(spans: pd.DataFrame, bars: pd.DataFrame, span_id: str | None) -> None:
-    """Everything one span says: where and when it ran, its attributes and its events, times as UTC."""
+    """Everything one span says: where and when it ran, its attributes and its events, times as UTC.
+
+    One line says where and when; the attributes, the events and every fact are tabs of which only the
+    chosen one is drawn (three tables side by side were a good part of the page's cost in the browser)."""
     if span_id is None:
         common.empty("No spans in this turn.")
         return
@@ -74,46 +78,40 @@ def span_detail(spans: pd.DataFrame, bars: pd.DataFrame, span_id: str | None) ->
     }
     attributes = _json(span["attributes"])
     events = list(span["events"]) if span["events"] is not None else []
-    facts_col, attributes_col, events_col = st.columns([3, 3, 4])
-    with facts_col:
-        st.dataframe(
-            pd.DataFrame({"field": list(facts), "value": [str(v) for v in facts.values()]}),
-            hide_index=True,
-            width="stretch",
-            key="span_facts",
-        )
-    with attributes_col:
-        st.dataframe(
-            pd.DataFrame(
-                {"attribute": list(attributes), "value": [_text(k, v) for k, v in attributes.items()]}
-            ),
-            hide_index=True,
-            width="stretch",
-            key="span_attributes",
-        )
-    with events_col:
-        if not events:
-            st.caption("This span logged no events.")
-            return
-        st.dataframe(
-            pd.DataFrame(
-                {
-                    "event": [e["name"] for e in events],
-                    "at (HLC, UTC)": [common.format_hlc(e["hlc"])[11:] for e in events],
-                    "attributes": [
-                        ", ".join(
-                            f"{k}={_text(k, v)}"
-                            for k, v in _json(e["attributes"]).items()
-                            if k != contract.HLC
-                        )
-                        for e in events
-                    ],
-                }
-            ),
-            hide_index=True,
-            width="stretch",
-            key="span_events",
-        )
+    st.caption(
+        f"{span['layer']} layer · node `{span['node']}` · {status} · starts {facts['starts (HLC)']} (HLC) · "
+        f"{len(attributes)} attributes · {len(events)} events"
+    )
+    shown, tab = common.lazy_tabs(SPAN_TABS, key="span_tab")
+    with tab:
+        if shown == SPAN_TABS[0]:
+            _table({"attribute": list(attributes), "value": [_text(k, v) for k, v in attributes.items()]})
+        elif shown == SPAN_TABS[1]:
+            _events_table(events)
+        else:
+            _table({"field": list(facts), "value": [str(v) for v in facts.values()]})
+
+
+def _table(columns: dict[str, list[Any]]) -> None:
+    st.dataframe(pd.DataFrame(columns), hide_index=True, width="stretch")
+
+
+def _events_table(events: list[dict[str, Any]]) -> None:
+    if not events:
+        st.caption("This span logged no events.")
+        return
+    _table(
+        {
+            "event": [e["name"] for e in events],
+            "at (HLC, UTC)": [common.format_hlc(e["hlc"])[11:] for e in events],
+            "attributes": [
+                ", ".join(
+                    f"{k}={_text(k, v)}" for k, v in _json(e["attributes"]).items() if k != contract.HLC
+                )
+                for e in events
+            ],
+        }
+    )
 
 
 def _json(text: Any) -> dict[str, Any]:

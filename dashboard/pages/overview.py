@@ -10,6 +10,7 @@ from turnlens.kernel import findings as finding_kinds
 P99_PAGE_MS = finding_kinds.CANCEL_TO_ACK_P99_PAGE_MS
 TURNS_PAGE = "pages/turns.py"
 TURN_PAGE = "pages/turn_detail.py"
+SLO_TABS = ["P95 and P99", "Burn rate"]  # drawn one at a time: the page's charts are most of its cost
 
 st.title("Overview")
 left, right = st.columns([1, 3], vertical_alignment="bottom")
@@ -161,34 +162,36 @@ st.subheader("Cancel-to-ack SLO")
 slo_size = "5m" if span_ms is not None and span_ms <= 6 * 3_600_000 else "1h"
 windows = data.query("overview_slo_windows", from_ms=from_ms, to_ms=to_ms, window_size=slo_size)
 if len(windows):
-    p_col, burn_col = st.columns(2)
-    with p_col:
-        st.caption(
-            f"P95 and P99 per {slo_size} window against the objective and the paging threshold · drag across "
-            "it to show only that stretch on every page"
-        )
-        brushed = st.altair_chart(
-            charts.slo_latency(windows, objective_ms=objective_ms, page_ms=P99_PAGE_MS),
-            width="stretch",
-            height=300,
-            on_select="rerun",
-            selection_mode=["brush"],
-            key="slo_brush",
-        )
-        stretch = (brushed.selection.get("brush") or {}).get("window_start") if brushed is not None else None
-        if stretch:
-            filters.set_custom_range(*stretch)  # every page then shows that stretch
-    with burn_col:
-        worst = windows.loc[windows["burn_rate"].idxmax()]
-        st.caption(
-            f"Error-budget burn rate per {slo_size} window · worst: {worst['burn_rate']:.0f} from "
-            f"{worst['window_start']:%H:%M} (P95 {worst['p95_ms']:.0f} ms)"
-        )
-        common.show_chart(charts.slo_burn_rate(windows), room=70)
+    worst = windows.loc[windows["burn_rate"].idxmax()]
+    st.caption(
+        f"Per {slo_size} window · error-budget burn rate, worst: {worst['burn_rate']:.0f} from "
+        f"{worst['window_start']:%H:%M} (P95 {worst['p95_ms']:.0f} ms)"
+    )
+    shown, tab = common.lazy_tabs(SLO_TABS, key="slo_tab")
+    with tab:
+        if shown == SLO_TABS[0]:
+            st.caption(
+                "P95 and P99 against the objective and the paging threshold · drag across it to show only "
+                "that stretch on every page"
+            )
+            brushed = st.altair_chart(
+                charts.slo_latency(windows, objective_ms=objective_ms, page_ms=P99_PAGE_MS),
+                width="stretch",
+                height=300,
+                on_select="rerun",
+                selection_mode=["brush"],
+                key="slo_brush",
+            )
+            stretch = (brushed.selection.get("brush") or {}).get("window_start") if brushed else None
+            if stretch:
+                filters.set_custom_range(*stretch)  # every page then shows that stretch
+        else:
+            st.caption("1: the budget is spent exactly over the period; red: a fast burn")
+            common.show_chart(charts.slo_burn_rate(windows), room=70)
 else:
     common.empty("No cancels in this window, so no SLO windows.")
 
-findings_col, latency_col = st.columns(2)
+findings_col, more_col = st.columns(2)
 with findings_col:
     st.subheader("Findings by kind")
     if len(findings):
@@ -207,31 +210,50 @@ with findings_col:
             st.switch_page(TURNS_PAGE, query_params={"kind": kinds[0]["kind"], **filters.range_params()})
     else:
         common.empty("No findings in this window.")
-with latency_col:
+with more_col:
     st.subheader("Cancel → ack latency")
     latencies = data.query("cancel_latencies", from_ms=from_ms, to_ms=to_ms)
     if len(latencies):
-        picked = st.altair_chart(
-            charts.cancel_latency(latencies, objective_ms=objective_ms, page_ms=P99_PAGE_MS),
-            width="stretch",
-            height=320,
-            on_select="rerun",
-            selection_mode=["turn"],
-            key="cancel_latency",
+        late = int((latencies["cancel_to_ack_ms"] > objective_ms).sum())
+        st.caption(
+            f"{len(latencies):,} cancelled turns in this window, {late:,} of them acknowledged after more "
+            f"than the {objective_ms:g} ms objective."
         )
-        st.caption("Each point is a cancelled turn: click it to open the turn.")
-        turns = picked.selection.get("turn") if picked is not None else None
-        if turns:
-            st.switch_page(
-                TURN_PAGE, query_params={"session": turns[0]["session_id"], "turn": turns[0]["turn_id"]}
-            )
+        points = common.lazy_expander(
+            "Each cancelled turn (click a point to open it)",
+            icon=":material/scatter_plot:",
+            key="latency_points",
+        )
+        if points is not None:
+            with points:
+                picked = st.altair_chart(
+                    charts.cancel_latency(latencies, objective_ms=objective_ms, page_ms=P99_PAGE_MS),
+                    width="stretch",
+                    height=320,
+                    on_select="rerun",
+                    selection_mode=["turn"],
+                    key="cancel_latency",
+                )
+                turns = picked.selection.get("turn") if picked is not None else None
+                if turns:
+                    st.switch_page(
+                        TURN_PAGE,
+                        query_params={"session": turns[0]["session_id"], "turn": turns[0]["turn_id"]},
+                    )
     else:
         common.empty("No cancels in this window.")
 
-st.subheader("HLC skew by node")
-if len(skew):
-    common.show_chart(
-        charts.skew_by_node(skew[["node", "max_skew_ms", "p95_skew_ms", "events"]], tolerance_ms=tolerance)
-    )
-else:
-    common.empty("No events with an HLC in this window.")
+    st.subheader("HLC skew by node")
+    if len(skew):
+        over = int((skew["max_skew_ms"] > tolerance).sum())
+        st.caption(f"{over} of {len(skew)} nodes over the skew tolerance of {tolerance:g} ms.")
+        bars = common.lazy_expander("Skew of each node", icon=":material/bar_chart:", key="skew_by_node")
+        if bars is not None:
+            with bars:
+                common.show_chart(
+                    charts.skew_by_node(
+                        skew[["node", "max_skew_ms", "p95_skew_ms", "events"]], tolerance_ms=tolerance
+                    )
+                )
+    else:
+        common.empty("No events with an HLC in this window.")

@@ -163,11 +163,16 @@ with verdict_col, common.section():
     verdicts = data.turn_query("turn_verdicts", session=session_id, turn=turn_id)
     if len(verdicts):
         common.show_chart(charts.verdict_matrix(verdicts), room=70)
-        st.dataframe(
-            verdicts.drop(columns=["session_id", "turn_id"], errors="ignore"),
-            hide_index=True,
-            width="stretch",
+        details = common.lazy_expander(
+            "Each layer's verdict and what it rests on", icon=":material/table_rows:", key="verdict_details"
         )
+        if details is not None:
+            with details:
+                st.dataframe(
+                    verdicts.drop(columns=["session_id", "turn_id"], errors="ignore"),
+                    hide_index=True,
+                    width="stretch",
+                )
     else:
         common.empty("No layer verdicts for this turn.")
 with cancel_col:
@@ -186,7 +191,12 @@ with cancel_col:
             ]
         )
         st.caption(f"Entered at **{row['requested_layer']}** at {common.format_hlc(row['requested_hlc'])}.")
-        st.dataframe(per_layer, hide_index=True, width="stretch")
+        st.dataframe(
+            per_layer,
+            hide_index=True,
+            width="stretch",
+            column_config={"ack after (ms)": st.column_config.NumberColumn(format="%.0f")},
+        )
     else:
         common.empty("The user did not stop this turn.")
 
@@ -249,7 +259,17 @@ with skew_col:
     skew = data.turn_query("turn_skew", session=session_id, turn=turn_id)
     if len(skew):
         tolerance = float(data.query("dashboard_settings")["skew_tolerance_ms"].iloc[0])
-        common.show_chart(charts.skew_by_node(skew, tolerance_ms=tolerance))
-        st.caption(f"HLC physical part minus the node's wall clock; tolerance {tolerance:g} ms (dashed).")
+        worst = skew.sort_values("max_skew_ms", ascending=False, na_position="last").iloc[0]
+        largest = "—" if pd.isna(worst["max_skew_ms"]) else f"{worst['max_skew_ms']:.0f}"
+        over = int((skew["max_skew_ms"] > tolerance).sum())
+        nodes = f"{len(skew)} node{'s' if len(skew) != 1 else ''}"
+        st.caption(
+            f"Largest: {largest} ms on `{worst['node']}`; {over} of {nodes} over the tolerance of "
+            f"{tolerance:g} ms (HLC physical part minus the node's wall clock)."
+        )
+        chart = common.lazy_expander("Skew of each node", icon=":material/bar_chart:", key="skew_by_node")
+        if chart is not None:
+            with chart:
+                common.show_chart(charts.skew_by_node(skew, tolerance_ms=tolerance))
     else:
         common.empty("No HLC on this turn's events: skew cannot be measured.")

@@ -239,7 +239,11 @@ def test_turn_waterfall_nests_spans_opens_around_the_stop_and_details_a_click(
 
 def test_a_chart_point_a_bar_and_a_tile_open_the_turns_behind_them(dashboard_url: str, page: object) -> None:
     _open(page, f"{dashboard_url}/overview", "Cancel-to-ack SLO")
-    latency = page.locator('[data-testid="stVegaLiteChart"]').filter(has_text="cancel → ack (ms)").last
+    page.get_by_text("Each cancelled turn").click()  # the points are drawn once their expander is opened
+    on_latency = page.locator('[data-testid="stVegaLiteChart"]').filter(has_text="cancel → ack (ms)")
+    on_latency.nth(1).wait_for(timeout=60_000)  # the SLO's percentiles, then the points
+    _wait_until_idle(page)
+    latency = on_latency.last
     latency.locator("g.mark-symbol path").first.click()
     page.wait_for_url(re.compile(r"/turn\?session=.+&turn=.+"), timeout=60_000)
     page.get_by_text("Selected span").first.wait_for(timeout=60_000)
@@ -262,9 +266,13 @@ def test_the_slo_panel_shows_percentiles_and_burn_rate_against_labelled_threshol
     charts = page.locator('[data-testid="stVegaLiteChart"]')
     latency = _svg_texts(charts.filter(has_text="P95 objective").first)
     assert "P95 objective 100 ms" in latency and "P99 pages 500 ms" in latency
-    assert "14.4 = fast burn" in _svg_texts(charts.filter(has_text="burn rate").first)
     # the sample's worst window, which only the SQL console showed before
     page.get_by_text("worst: 20 from 09:10 (P95 733 ms)").wait_for(timeout=10_000)
+    page.get_by_role("tab", name="Burn rate").click()  # drawn once its tab is chosen
+    burn = charts.filter(has_text="fast burn").first
+    burn.wait_for(timeout=60_000)
+    _wait_until_idle(page)
+    assert "14.4 = fast burn" in _svg_texts(burn)
 
 
 def test_the_time_range_comes_from_the_url_and_follows_to_other_pages(

@@ -164,22 +164,51 @@ def _frame_with(at: AppTest, column: str) -> pd.DataFrame:
     return frame
 
 
+SKEW_AXIS = "wall clock| (ms)"  # the skew chart's axis title (max |HLC − wall clock| (ms))
+
+
+def chart_specs(at: AppTest) -> list[str]:
+    """The Vega-Lite spec of every chart the page drew."""
+    return [chart.proto.spec for chart in at.get("vega_lite_chart")]
+
+
+def span_tab(at: AppTest, label: str) -> AppTest:
+    """Chooses one of the selected span's tabs: only the chosen one is drawn."""
+    at.session_state["span_tab"] = label
+    return at.run()
+
+
 def test_turn_detail_details_the_commit_span_and_the_one_in_the_url(store: Path) -> None:
     session_id, turn_id = CANCELLED
     at = open_page("turn_detail", session=session_id, turn=turn_id)
     # on arrival the span whose commit stood despite the stop is selected: its attributes and events show
     attributes = _frame_with(at, "attribute")
     assert "send_invoice" in set(attributes["value"])
-    assert "tool.committed" in set(_frame_with(at, "event")["event"])
-    facts = dict(zip(*_frame_with(at, "field").T.values, strict=True))
+    assert not [d for d in at.dataframe if "event" in d.value.columns], "a tab not chosen was drawn"
+    assert "tool.committed" in set(_frame_with(span_tab(at, "Events"), "event")["event"])
+    facts = dict(zip(*_frame_with(span_tab(at, "Where and when"), "field").T.values, strict=True))
     assert facts["layer"] == "tool" and facts["starts (HLC)"].startswith("2026-11-18T")  # a time
+    assert f"starts {facts['starts (HLC)']} (HLC)" in texts(at)  # the line above the tabs says when
     at.session_state["events_by_layer"] = True  # the raw events are drawn once their expander is opened
     at.run()
     other = next(s for s in _frame_with(at, "clock_inversion")["span_id"] if s != facts["span id"])
-    at = open_page("turn_detail", session=session_id, turn=turn_id, span=other)
+    at = span_tab(open_page("turn_detail", session=session_id, turn=turn_id, span=other), "Where and when")
     assert dict(zip(*_frame_with(at, "field").T.values, strict=True))["span id"] == other
     at = open_page("turn_detail", session=session_id, turn=turn_id, span="nope")
     assert "No span `nope`" in at.warning[0].value
+
+
+def test_turn_detail_draws_its_secondary_tables_and_charts_when_opened(store: Path) -> None:
+    session_id, turn_id = CANCELLED
+    at = open_page("turn_detail", session=session_id, turn=turn_id)
+    assert "over the tolerance of" in texts(at)  # the skew in one line; its chart is drawn once opened
+    assert not [spec for spec in chart_specs(at) if SKEW_AXIS in spec]
+    assert not [d for d in at.dataframe if "verdict" in d.value.columns]
+    at.session_state["verdict_details"] = True
+    at.session_state["skew_by_node"] = True
+    at.run()
+    assert "cancelled" in set(_frame_with(at, "verdict")["verdict"])
+    assert [spec for spec in chart_specs(at) if SKEW_AXIS in spec]
 
 
 def test_turns_table_shows_what_an_sre_filters_on(store: Path) -> None:
@@ -216,3 +245,20 @@ def test_overview_has_the_slo_panel_and_links_to_the_turns(store: Path) -> None:
     at = open_page("overview")
     assert "Cancel-to-ack SLO" in [h.value for h in at.subheader]
     assert "No cancels in this window" not in texts(at)
+
+
+def test_overview_draws_the_burn_rate_each_cancel_and_the_skew_when_chosen(store: Path) -> None:
+    def drawn(at: AppTest, part: str) -> bool:
+        return any(part in spec for spec in chart_specs(at))
+
+    at = open_page("overview")
+    assert drawn(at, '"brush"') and drawn(at, '"findings"')  # the SLO percentiles, the findings ranked
+    assert not drawn(at, '"burn rate"') and not drawn(at, "symlog") and not drawn(at, SKEW_AXIS)
+    assert "worst: " in texts(at)  # the worst window is named without drawing the burn rate
+    at.session_state["slo_tab"] = "Burn rate"
+    at.session_state["latency_points"] = True
+    at.session_state["skew_by_node"] = True
+    at.run()
+    assert not at.exception, at.exception
+    assert drawn(at, '"burn rate"') and drawn(at, "symlog") and drawn(at, SKEW_AXIS)
+    assert not drawn(at, '"brush"')  # one SLO tab at a time
