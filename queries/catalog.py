@@ -316,11 +316,12 @@ def _update_copy(store_dir: Path, segments_glob: str) -> bool:
     if manifest is None:
         return False
     target = store_dir / CATALOG_FILE
+    remove_stale_tmp(store_dir)  # a materialiser killed while it wrote its copy: the next one clears it
     tmp = _tmp_catalog(store_dir)
     tmp.unlink(missing_ok=True)
-    shutil.copyfile(target, tmp)
     reusable = False
     try:
+        shutil.copyfile(target, tmp)
         con = duckdb.connect(str(tmp))
         try:
             reusable = _recorded(con) == store_record(store_dir) and _reads_derived_state(con)

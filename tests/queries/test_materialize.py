@@ -8,12 +8,15 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import duckdb
 import pytest
 from storebuilder import rounded
+from turnlens.collector.segments import host_tag
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize, turn_queries
 from turnlens.queries import manifest as derived_manifest
@@ -290,3 +293,21 @@ def test_threads_auto_gives_a_run_the_cores_the_rest_of_the_host_leaves_idle(
     assert 1 <= summary["threads"] <= (os.cpu_count() or 1)
     with pytest.raises(SystemExit):
         main([*run, "--threads", "two"])
+
+
+def test_a_refresh_clears_the_temporary_catalogue_a_killed_materialiser_left(
+    tmp_path: Path, fleet: list[bytes]
+) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    ingest(store, fleet[:40], tmp_path / "first.jsonl")
+    assert materialize.materialize(store, segments_glob(store), margin_s=0)["mode"] == "full"
+    # what a materialiser killed with -9 while it wrote its copy of the catalogue leaves: a process of this
+    # host that is gone
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                            text=True, check=True)
+    left = store / f".{catalog.CATALOG_FILE}.{host_tag()}.{int(exited.stdout)}.tmp"
+    ingest(store, fleet[40:60], tmp_path / "second.jsonl")  # (an import writes a whole catalogue)
+    shutil.copyfile(store / catalog.CATALOG_FILE, left)
+    assert materialize.materialize(store, segments_glob(store), margin_s=0)["mode"] == "refresh"
+    assert not left.exists(), "the next refresh's catalogue copy removes it"
