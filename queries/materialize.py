@@ -490,10 +490,6 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     The first pass of an incomplete build stays: the next run resumes from it."""
     newest = found.version if found else 0
     folder = store_dir / DERIVED_DIR
-    named = found.files() if found else set()
-    for path in folder.glob("*/p=*/v*.parquet"):
-        if path.stem[1:].isdigit() and int(path.stem[1:]) == newest and str(path) not in named:
-            path.unlink(missing_ok=True)
     resumable = f"{PLAN_PREFIX}{found.plan}" if found is not None and found.plan is not None else None
     for plan in folder.glob(f"{PLAN_PREFIX}*"):
         if plan.name != resumable:
@@ -506,8 +502,10 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     for pattern in temporary:
         for path in folder.glob(pattern):
             path.unlink(missing_ok=True)
-    for path in folder.glob("*/*/v*.parquet"):
-        if int(path.stem[1:]) > newest:
+    named = found.files() if found else set()
+    for path in folder.glob("*/*/v*.parquet"):  # a later version's partition files, an unpublished bucket's
+        version = int(path.stem[1:])
+        if version > newest or (version == newest and str(path) not in named):
             path.unlink(missing_ok=True)
     for path in folder.glob("*/*/.v*.slice-*.parquet"):  # never named: a bucket's slices, before their join
         if int(path.name[2:].split(".", 1)[0]) >= newest:
@@ -919,8 +917,7 @@ def _write_plan(run: _Run, buckets: list[tuple[list[str], int]], copies: int) ->
     bucket's rows depend on these (which traces it reads, which partition a turn goes to), not only on the
     copies, so a run that resumes the build reads them rather than computing them again from a store that may
     have received spans since."""
-    plan = run.folder / f"{PLAN_PREFIX}{run.version}"
-    _remove_tree(plan)
+    plan = run.folder / f"{PLAN_PREFIX}{run.version}"  # _full_build removed every earlier one
     for table, name in PLAN_TABLES.items():
         run.copy(f"select * from {table}", plan / f"{name}.parquet", step="write plan")
     body = {"version": run.version, "buckets": buckets, "copies": copies}

@@ -49,11 +49,7 @@ group by tool_name, epoch_ms(detected_hlc >> 16)::date;
 -- build, calls divergences_of, which binds the events once).
 create or replace macro divergences_from(rows, ledger, acks) as table
 with events as (  -- read where needed: the caller passes rows derived once (a materialised CTE)
-    select
-        session_id, turn_id, source, step, layer, node, name, wall_ns, hlc, hlc_source, order_hlc, status_code,
-        tool_call_id, tool_name, idempotency_key, tier, dispatch, billable, requires_approval, cancel_origin,
-        replayed, third_party_status, stream_tokens, billing_kind, billing_amount, billing_tokens
-    from query_table(rows)
+    select * from query_table(rows)
 ),
 
 calls as (

@@ -65,7 +65,7 @@ def test_a_full_build_killed_half_way_is_resumed_and_equals_one_that_never_stopp
 
     resumed = run_again(store)
     assert resumed["mode"] == "full" and resumed["resumed_from"] == died.version
-    published = {part for part in died.partitions}
+    published = set(died.partitions)
     assert 0 < resumed["buckets_reused"] and resumed["buckets_built"] < resumed["buckets"]
     assert resumed["buckets_reused"] + resumed["buckets_built"] == resumed["buckets"]
     manifest = derived_manifest.current_snapshot(store)
