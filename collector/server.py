@@ -13,6 +13,7 @@ from turnlens.collector.grpc_receiver import GrpcReceiver
 from turnlens.collector.http_receiver import HttpReceiver
 from turnlens.collector.maintenance import MATERIALIZE_NICE, ChildLoop, ReplacedSweeper, run_child
 from turnlens.collector.receiver import Receiver
+from turnlens.collector.segments import segment_files
 from turnlens.collector.settings import CollectorSettings, parse_address
 from turnlens.collector.store import PrepareStore, Store
 
@@ -32,6 +33,7 @@ class Collector:
         self.maintenance: list[ChildLoop | ReplacedSweeper] = []
         self.materialize_args: list[str] = []
         self.last_refresh = ""  # how the refresh at stop went, for the summary line
+        self.held_spans = False  # the store had segments when this collector opened it
         self.stopped = False
         self.started_at = time.monotonic()
 
@@ -39,9 +41,8 @@ class Collector:
         """Opens the store, prepares it for readers (`prepare_store`: the catalog of views), binds the
         listeners (OSError if an address is taken)."""
         settings = self.settings
-        self.store = Store(
-            settings.store
-        )  # compaction runs in a child (ChildLoop below), not in this process
+        self.store = Store(settings.store)  # compaction runs in a child (ChildLoop below), not in here
+        self.held_spans = next(segment_files(self.store.segments_root), None) is not None
         if self.prepare_store is not None:
             self.prepare_store(settings.store, self.store.segments_glob)
         self.receiver = Receiver(
@@ -126,8 +127,14 @@ class Collector:
         """One last refresh of the derived state, with no margin, once every span is durable: the materialiser
         runs a second or so behind the spans, so without it a stopped collector would leave the last turns it
         acknowledged out of the per-turn views until the next start. Bounded by the shutdown grace; a refresh
-        cut short leaves the state it started from, which the next materialiser brings up to date."""
-        if not self.materialize_args or not self.receiver or not self.receiver.stats.spans_stored:
+        cut short leaves the state it started from, which the next materialiser brings up to date.
+
+        It runs when this collector stored spans, and also when the store held spans as it opened: a collector
+        restarted after a crash may stop before its materialiser's first run, and the spans its predecessor
+        acknowledged would stay out of the views (a refresh with nothing new costs a second)."""
+        if not self.materialize_args or not self.receiver:
+            return
+        if not self.receiver.stats.spans_stored and not self.held_spans:
             return
         grace = self.settings.shutdown_grace_s
         # at the collector's own priority: nothing is received any more that the niced loop made way for

@@ -4,6 +4,7 @@ views once a snapshot covers them, without anyone running `turnlens materialize`
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pyarrow.parquet as pq
@@ -107,3 +108,28 @@ def test_a_stopped_collector_leaves_per_turn_views_that_cover_its_last_span(tmp_
         ).fetchall()
     assert watermark >= last_acknowledged
     assert turns == live_turns > 6
+
+
+def test_a_collector_restarted_after_a_crash_covers_its_predecessors_spans_at_stop(tmp_path) -> None:  # noqa: ANN001
+    store = tmp_path / "store"
+    # no loop refresh in either life: what the killed collector acknowledged is covered only if the restarted
+    # one, which receives nothing, still refreshes at its stop
+    args = ("--materialize-interval", "1h", "--shutdown-grace", "120s")
+    collector = CollectorProcess(store, *args).start()
+    try:
+        endpoint = f"http://{collector.http}"
+        assert main(["simulate", "--sessions", "4", "--seed", "7", "--endpoint", endpoint, "--quiet"]) == 0
+    finally:
+        collector.signal(signal.SIGKILL)
+        assert collector.proc is not None
+        collector.proc.wait(10)
+    assert derived_manifest.current_snapshot(store) is None, "the killed collector never refreshed"
+    collector.start()
+    assert collector.stop(timeout_s=150) == 0, collector.lines
+    assert "per-turn views cover every span stored" in collector.lines[-1], collector.lines
+    with catalog.connect(store) as con:
+        [(turns,)] = con.execute("select count(*) from turns").fetchall()
+        [(live_turns,)] = con.execute(
+            "select count(distinct (session_id, turn_id)) from turn_events_from('spans')"
+        ).fetchall()
+    assert turns == live_turns > 4
