@@ -1,10 +1,11 @@
 """The one set of queries about given turns: the Turn detail page, `turnlens export` and `turnlens query
 NAME_of_turn` all run these files of `queries/turn/`, each with one row shape and one sort order.
 
-`hold` reads the turns once from their own traces into temporary tables of the connection (hold.sql, then
-hold_keys.sql for the traces sharing their idempotency keys, which the detectors need); every query of
-QUERIES then reads those tables and keeps the held turns' rows, whether one turn (the page) or an incident's
-many (the export). Holding again on the same connection replaces what was held.
+`hold` reads the turns once from their own traces into temporary tables of the connection (hold.sql finds
+their traces, hold_keys.sql adds the traces sharing their idempotency keys, which the detectors need,
+hold_read.sql reads them all once); every query of QUERIES then reads those tables and keeps the held turns'
+rows, whether one turn (the page) or an incident's many (the export). Holding again on the same connection
+replaces what was held.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ T = TypeVar("T")
 TURN_SQL = sqlfiles.QUERIES_DIR / "turn"
 HOLD = "hold"
 HOLD_KEYS = "hold_keys"
+HOLD_READ = "hold_read"
 # the queries that read only the turns' own timeline, so holding them needs no search for shared keys
 TIMELINE_ONLY = frozenset({"timeline"})
 
@@ -43,7 +45,7 @@ def load(folder: Path = TURN_SQL) -> dict[str, TurnQuery]:
     """Every turn query by name (the hold files are not queries)."""
     queries = {}
     for path in sorted(folder.glob("*.sql")):
-        if path.stem in (HOLD, HOLD_KEYS):
+        if path.stem in (HOLD, HOLD_KEYS, HOLD_READ):
             continue
         sql = path.read_text()
         header = [line for line in sql.splitlines() if line.startswith("--")]
@@ -60,7 +62,7 @@ def hold(
 ) -> None:
     """Reads the turns (parallel lists of session and turn ids) into temporary tables of `con`.
 
-    `keys=False` holds only their timeline (enough for `timeline`), without the traces sharing their keys.
+    `keys=False` holds their own traces only (enough for `timeline`), without the traces sharing their keys.
     """
     if len(sessions) != len(turns):
         raise ValueError(f"{len(sessions)} sessions for {len(turns)} turns: the lists go in pairs")
@@ -68,6 +70,7 @@ def hold(
     sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD}.sql").read_text(), params)
     if keys:
         sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD_KEYS}.sql").read_text(), {})
+    sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD_READ}.sql").read_text(), {})
 
 
 def run(con: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyConnection:

@@ -32,13 +32,14 @@
 --   stream_tokens: tokens sent so far, on stream.progress.
 --   third_party_status: the third party's status, on third_party.ack.
 --   attributes: the row's own attributes as JSON.
--- turn_timeline_in(traces): the same rows for the traces of a list only (null: every trace); see spans_in.
-create or replace macro turn_timeline_in(traces) as table
+-- turn_timeline_from(events): the same rows from the rows of a turn_events-shaped relation, given by name (the
+-- one-turn queries pass the turn_events rows they hold, queries/turn/hold_read.sql).
+create or replace macro turn_timeline_from(events) as table
 with rows_of_turn as (
     select
         *,
         bool_or(hlc is not null) over (partition by turn_id) as turn_has_hlc
-    from turn_events_in(traces)
+    from query_table(events)
     -- the events a framework logs that are no step (exception, stream chunks, GenAI content events: turn_events
     -- gives them no step) are noise on a timeline; a cancellation among them shows as its inferred cancel row
     where not (source = 'event' and step is null)
@@ -94,6 +95,11 @@ select
     third_party_status,
     attributes
 from numbered;
+
+-- turn_timeline_in(traces): the same rows for the traces of a list only (null: every trace); see spans_in.
+create or replace macro turn_timeline_in(traces) as table
+with listed_events as (select * from turn_events_in(traces))
+select * from turn_timeline_from('listed_events');
 
 create or replace view turn_timeline as
 select * from turn_timeline_in(null);
