@@ -339,6 +339,18 @@ carried_clock as (  -- only rows that carry their own HLC can contradict the wal
     where hlc is not null
 ),
 
+skewed_turns as (  -- the turns whose wall clocks can contradict their HLC order by more than the tolerance. Of two
+    -- rows in HLC order the earlier's physical HLC is not later, so its wall clock leads the later's by at most the
+    -- difference of their offsets (wall clock less physical HLC): a turn whose offsets all lie within the tolerance
+    -- has no such pair, and sorting its rows below would find none. (Offsets in double precision: the 1 µs of slack
+    -- keeps every turn at the boundary.) Most turns' clocks agree to a millisecond, so this spares most of the sort
+    select c.turn_id
+    from carried_clock as c, settings as s
+    group by c.turn_id, s.causal_inversion_tolerance_ms
+    having max(c.wall_ns - (c.hlc >> 16) * 1e6) - min(c.wall_ns - (c.hlc >> 16) * 1e6)
+        > s.causal_inversion_tolerance_ms * 1e6 - 1e3
+),
+
 wall_before as (  -- in HLC order, the latest wall clock seen before each row (a running max only: arg_max
     -- over the same frame cost ~60 % of the whole view; the earlier row is looked up below for the few inverted rows)
     select
@@ -347,6 +359,7 @@ wall_before as (  -- in HLC order, the latest wall clock seen before each row (a
             partition by turn_id order by hlc, wall_ns rows between unbounded preceding and current row
         ) as latest_wall_before
     from carried_clock
+    semi join skewed_turns using (turn_id)
 ),
 
 inversions as (  -- per turn, the row the wall clocks contradict most (of equals, the first by HLC), when by more
