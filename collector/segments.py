@@ -189,13 +189,14 @@ def segment_files(segments_root: Path) -> Iterator[Path]:
                     yield path
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host still runs under `pid` (a temporary file it named is still its own)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        return True  # another user's live process
     return True
 
 
@@ -209,7 +210,7 @@ def remove_stale_tmp(segments_root: Path) -> int:
         match = _TMP.match(path.name)
         try:
             if match and match["host"] == host:
-                stale = int(match["pid"]) != os.getpid() and not _pid_alive(int(match["pid"]))
+                stale = int(match["pid"]) != os.getpid() and not pid_alive(int(match["pid"]))
             else:
                 stale = now - path.stat().st_mtime > STALE_TMP_AGE_S
             if stale:

@@ -369,23 +369,13 @@ def remove_stale_tmp(store_dir: Path) -> int:
         if match is None or (here and int(match["pid"]) == os.getpid()):
             continue
         try:
-            gone = here and not _pid_alive(int(match["pid"]))
+            gone = here and not segments.pid_alive(int(match["pid"]))
             if gone or time.time() - path.stat().st_mtime > STALE_TMP_AGE_S:
                 path.unlink()
                 removed += 1
         except FileNotFoundError:
             continue
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's live process
-    return True
 
 
 def apply_snapshot(
