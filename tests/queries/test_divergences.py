@@ -123,6 +123,12 @@ SCENARIOS: dict[str, tuple[dict[str, Any], Any, list[str]]] = {
     "clock_behind": ({}, lambda rows, hlc, ns: _clock_behind(rows, hlc, ns, 2000), ["causal_inversion"]),
     # 30 ms: the normal skew between channels (causal_inversion_tolerance_ms 50) is no finding
     "clock_within_tolerance": ({}, lambda rows, hlc, ns: _clock_behind(rows, hlc, ns, 2070), []),
+    # 51 ms, just past the tolerance: the turn's clock offsets spread that wide, so it is still examined
+    "clock_just_past_tolerance": (
+        {},
+        lambda rows, hlc, ns: _clock_behind(rows, hlc, ns, 2049),
+        ["causal_inversion"],
+    ),
     # a cancel against a side effect: any amount above the resolution, because it flips the verdict
     "cancel_dispatch_inverted": (
         dict(cancel_at=1000, tier="button_reversible", approved_at=850, dispatch_at=900, commit_at=1100),
