@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,9 +97,9 @@ class Manifest:
         return self.folder / table / f"empty-v{self.template}.parquet"
 
     def table_files(self, table: str, parts: list[str] | None = None) -> list[str]:
-        """The files holding a table's rows (of some partitions), led by its zero-row file."""
+        """The files holding a table's rows (of some partitions) and its zero-row file."""
         chosen = sorted(self.partitions) if parts is None else parts
-        return [str(self.template_file(table))] + [str(self.partition_file(table, part)) for part in chosen]
+        return [str(self.partition_file(table, part)) for part in chosen] + [str(self.template_file(table))]
 
     def delta_file(self, table: str, version: int) -> Path:
         return self.folder / DELTA_DIR / f"{table}-v{version}.parquet"
@@ -127,9 +128,11 @@ class Manifest:
         template = str(self.template_file(table))
         return {
             "table": table,
-            "base_files": sql_list(self.table_files(table)),
-            "delta_files": sql_list([template, *self.delta_files(table)]),
-            "replaced_files": sql_list([str(self.template_file("trace_turns")), *self.delta_files(REPLACED)]),
+            "base_files": sql_list(read_order(self.table_files(table), template)),
+            "delta_files": sql_list(read_order(self.delta_files(table), template)),
+            "replaced_files": sql_list(
+                read_order(self.delta_files(REPLACED), str(self.template_file("trace_turns")))
+            ),
         }
 
     def chunk_files(self, kind: str) -> list[str]:
@@ -189,6 +192,25 @@ def sections(text: str, marker: re.Pattern[str]) -> dict[str, str]:
     return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
+def read_order(files: Iterable[str], zero_row: str) -> list[str]:
+    """`files` in the order a Parquet read should list them: the largest first, the zero-row file that keeps a
+    list non-empty (and names its columns) last.
+
+    DuckDB estimates a list of Parquet files at its first file's rows times their number. Led by a zero-row
+    file, or by a partition with no rows of that table, a list is estimated at no rows, and every join with it
+    builds its hash table on the list's side: the whole store's trace identity, or every turn of a derived
+    table, where the other side is a few thousand replaced turns. At 10M spans that outgrew the materialiser's
+    1 GB memory limit. Led by its largest file, a list is overestimated, never under."""
+
+    def size(file: str) -> int:
+        try:
+            return os.stat(file).st_size
+        except OSError:  # not written yet, or already gone: sorts last but for the zero-row file
+            return 0
+
+    return sorted(set(files) - {zero_row}, key=lambda file: (-size(file), file)) + [zero_row]
+
+
 def sql_list(files: list[str]) -> str:
     """A list of strings as a SQL constant (DDL and table functions take no bound parameters)."""
     return "[" + ", ".join(sqlfiles.sql_string(name) for name in files) + "]::varchar[]"
@@ -219,7 +241,12 @@ def apply_snapshot_sql(
         "index_segments_files": sql_list(manifest.chunk_files("segments")),
         # the identity tables' files for the one-turn lookups: base files and deltas (a superset they filter)
         **{
-            f"{table}_files": sql_list(manifest.table_files(table) + manifest.delta_files(table))
+            f"{table}_files": sql_list(
+                read_order(
+                    manifest.table_files(table) + manifest.delta_files(table),
+                    str(manifest.template_file(table)),
+                )
+            )
             for table in IDENTITY
         },
     }

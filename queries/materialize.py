@@ -62,6 +62,7 @@ from turnlens.queries.manifest import (
     fill,
     inputs_fingerprint,
     read_manifest,
+    read_order,
     sql_list,
 )
 from turnlens.queries.manifest import apply_sql as _apply_sql
@@ -250,7 +251,7 @@ class _Run:
 
     def write_chunk(self, files: list[str]) -> None:
         """A chunk of the trace -> segment index for `files` (the placeholder keeps the list non-empty)."""
-        listed = {"files": sql_list(sorted(set(files) | {self.placeholder}))}
+        listed = {"files": sql_list(read_order(files, self.placeholder))}
         self.copy(
             self.steps["index_traces"].replace("{{files}}", listed["files"]),
             self._chunk("traces"),
@@ -613,11 +614,11 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
     chunks, newest_copy = _update_index(run, previous, present)
     merged = {str(path) for path in compaction.merged_outputs(run.store_dir / segments.SEGMENTS_DIR)}
     new_segments = sorted(set(present) - indexed_before - merged - {run.placeholder})
-    new_copy_files = sorted(
+    new_copy_files = read_order(
         {file for file, newest in newest_copy.items() if newest > previous.watermark}
         | (set(present) - set(newest_copy))
-        | set(new_segments)
-        | {run.placeholder}
+        | set(new_segments),
+        run.placeholder,
     )
     gone = _gone_segments(indexed_before, present)
     started = time.perf_counter()
@@ -642,7 +643,7 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
     input_files = [file for (file,) in run.step("input_files", values).fetchall()]
     unindexed = set(present) - set(newest_copy)
     values["input_files"] = sql_list(
-        sorted((set(input_files) & set(present)) | unindexed | {run.placeholder})
+        read_order((set(input_files) & set(present)) | unindexed, run.placeholder)
     )
     run.fresh_phase("recompute", values, HELD_RECOMPUTED)
     touched = {part for (part,) in run.step("touched_parts").fetchall()}
@@ -866,7 +867,7 @@ def _build_units(
         "new_segments": sql_list([]),
         "cutoff": str(run.cutoff),
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
-        "input_files": sql_list(sorted(set(present) | {run.placeholder})),
+        "input_files": sql_list(read_order(present, run.placeholder)),
     }
     run.step("bucket_seed", params={"unit": -1})
     run.fresh_phase("touched", values)
@@ -1005,7 +1006,7 @@ def _shuffle(run: _Run, units: list[int], present: list[str]) -> Path:
         run.step("bucket_seed", params={"unit": unit})
         run.step("seeded_fresh_traces")
         run.step("unit_inputs", params={"unit": unit})
-    files = sql_list(sorted(set(present) | {run.placeholder}))
+    files = sql_list(read_order(present, run.placeholder))
     if units:
         # DuckDB's own flush threshold: a smaller one made the pass cost up to 2.5 times the CPU (many flushes
         # of each thread's buffers) without lowering the peak, which the memory limit bounds either way

@@ -434,3 +434,40 @@ def test_a_partition_larger_than_a_bucket_is_built_in_slices_even_when_a_slice_h
     built = staged.refresh(20_000, bucket_spans=2)  # one turn, one partition, computed in several slices
     assert built["mode"] == "full" and built["buckets"] == 1 and built["units"] > 1
     assert {turn for _, turn, *_ in staged.assert_equal_to_live()["turns"]} == {"big"}
+
+
+def _parquet_estimates(con: duckdb.DuckDBPyConnection, query: str) -> list[int]:
+    """DuckDB's estimated rows of each Parquet read in the plan of `query`."""
+    [(_, plan)] = con.execute(f"explain (format json) {query}").fetchall()
+    found: list[int] = []
+
+    def walk(node: dict) -> None:
+        if node.get("name") == "READ_PARQUET":
+            found.append(int(node["extra_info"]["Estimated Cardinality"]))
+        for child in node.get("children", []):
+            walk(child)
+
+    for node in json.loads(plan):
+        walk(node)
+    return found
+
+
+def test_the_derived_tables_are_estimated_at_their_rows_so_joins_build_on_the_small_side(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    # DuckDB estimates a list of Parquet files at its first file's rows times their number. When the zero-row
+    # file each list carries came first, every derived table was estimated at no rows, and each join with one
+    # (the anti join with the replaced turns, the refresh's lookup of its traces) built its hash table over the
+    # whole table: at 10M spans a refresh of 10,000 re-sent spans ran out of its 1 GB of memory
+    turns = [
+        shifted(contract_turn(turn=f"t{i}", key=f"k{i}", trace=f"tr{i}", session=f"s{i}"), i * MINUTE_MS)
+        for i in range(3)
+    ]
+    staged.send([row for turn in turns for row in turn], at_ms=4 * MINUTE_MS)
+    staged.refresh(4 * MINUTE_MS + 1000)
+    staged.send(turns[0], at_ms=4 * MINUTE_MS + 2000)  # a retried export: a delta replaces one turn
+    staged.refresh(4 * MINUTE_MS + 3000)
+    with catalog.connect(staged.dir) as con:
+        for view in ("turnlens_current_turns", "turnlens_current_layer_verdicts", "turnlens_current_turn_usage"):
+            estimates = _parquet_estimates(con, f"select * from {view}")
+            assert estimates and min(estimates) > 0, f"{view}: {estimates}"
