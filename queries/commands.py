@@ -32,9 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="rewrite the store's catalog first (after editing settings/tool_registry.toml)",
     )
     views.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    views.add_argument("--markdown", action="store_true",
-                       help=f"print the views' reference page ({catalog.VIEWS_PAGE}) from a catalog"
-                       " built on an empty store, or on --store")
+    views.add_argument(
+        "--markdown",
+        action="store_true",
+        help=f"print the views' reference page ({catalog.VIEWS_PAGE}) from a catalog"
+        " built on an empty store, or on --store",
+    )
     views.set_defaults(func=run_views)
 
     mat = subparsers.add_parser(
@@ -94,8 +97,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     mat.add_argument("--json", action="store_true", help="print what each run did as one JSON line")
     mat.add_argument("--quiet", action="store_true", help="print nothing on success")
-    mat.add_argument("--grace", type=float, default=materialize.GRACE_S, metavar="SECONDS",
-                     help="keep a replaced snapshot for readers outside turnlens (default %(default)s)")
+    mat.add_argument(
+        "--grace",
+        type=float,
+        default=materialize.GRACE_S,
+        metavar="SECONDS",
+        help="keep a replaced snapshot for readers outside turnlens (default %(default)s)",
+    )
     mat.set_defaults(func=run_materialize)
 
     query = subparsers.add_parser(
@@ -292,16 +300,29 @@ def run_materialize(args: argparse.Namespace) -> int:
             f"turnlens materialize: {args.store} is not a store folder (no segments/ in it)", file=sys.stderr
         )
         return 2
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    stops = (signal.SIGTERM, signal.SIGINT)
+    previous = {signum: signal.signal(signum, _exit_on_stop) for signum in stops}
     try:
         return _materialize_runs(args)
+    except RuntimeError:
+        # DuckDB answers a signal that arrives during a query by interrupting it ("Query interrupted"):
+        # a stop, not a failure, once the run's cleanup has run on the way out
+        if not _STOPPED_BY:
+            raise
+        return 128 + _STOPPED_BY[0]
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    """SIGTERM (the collector stopping its materialiser) as SystemExit: the statement running finishes and the
-    run's cleanup removes its temporary catalogue and files, where the default action would leave them."""
+_STOPPED_BY: list[int] = []  # the stop signal this process received, if any
+
+
+def _exit_on_stop(signum: int, frame: object) -> None:
+    """SIGTERM (the collector stopping its materialiser) or SIGINT (Ctrl-C, which reaches every process of
+    the demo's group) as SystemExit: the run's cleanup removes its temporary catalogue and files, where the
+    default action would leave them, and the process exits without a traceback."""
+    _STOPPED_BY.append(signum)
     raise SystemExit(128 + signum)
 
 
@@ -343,7 +364,8 @@ def _materialize_once(args: argparse.Namespace, threads: int | None) -> int:
     engine = None
     if args.engine == "spark":
         engine = spark_engine.SparkBuckets(
-            args.master or spark_engine.DEFAULT_MASTER, task_threads=threads or 1,
+            args.master or spark_engine.DEFAULT_MASTER,
+            task_threads=threads or 1,
             memory_limit=args.memory_limit,
         )
     elif args.master is not None:

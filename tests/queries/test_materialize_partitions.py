@@ -455,10 +455,10 @@ def _parquet_estimates(con: duckdb.DuckDBPyConnection, query: str) -> list[int]:
 def test_the_derived_tables_are_estimated_at_their_rows_so_joins_build_on_the_small_side(
     staged: StagedStore, contract_turn: Any
 ) -> None:
-    # DuckDB estimates a list of Parquet files at its first file's rows times their number. When the zero-row
-    # file each list carries came first, every derived table was estimated at no rows, and each join with one
-    # (the anti join with the replaced turns, the refresh's lookup of its traces) built its hash table over the
-    # whole table: at 10M spans a refresh of 10,000 re-sent spans ran out of its 1 GB of memory
+    # DuckDB estimates a list of Parquet files at its first file's rows times their number. When the
+    # zero-row file each list carries came first, every derived table was estimated at no rows, and each join
+    # with one (the anti join with the replaced turns, the refresh's lookup of its traces) built its hash
+    # table over the whole table: at 10M spans a refresh of 10,000 re-sent spans ran out of its 1 GB
     turns = [
         shifted(contract_turn(turn=f"t{i}", key=f"k{i}", trace=f"tr{i}", session=f"s{i}"), i * MINUTE_MS)
         for i in range(3)
@@ -468,6 +468,7 @@ def test_the_derived_tables_are_estimated_at_their_rows_so_joins_build_on_the_sm
     staged.send(turns[0], at_ms=4 * MINUTE_MS + 2000)  # a retried export: a delta replaces one turn
     staged.refresh(4 * MINUTE_MS + 3000)
     with catalog.connect(staged.dir) as con:
-        for view in ("turnlens_current_turns", "turnlens_current_layer_verdicts", "turnlens_current_turn_usage"):
+        for table in ("turns", "layer_verdicts", "turn_usage"):
+            view = f"turnlens_current_{table}"
             estimates = _parquet_estimates(con, f"select * from {view}")
             assert estimates and min(estimates) > 0, f"{view}: {estimates}"

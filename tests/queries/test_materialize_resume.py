@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from derivedstate import copy_store, derived_tables, hourly_fleet, kill_half_way, leftovers
+from derivedstate import copy_store, derived_tables, hourly_fleet, kill_half_way, leftovers, stop_half_way
 from turnlens.collector import compaction
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import manifest as derived_manifest
@@ -83,6 +84,21 @@ def test_a_full_build_killed_half_way_is_resumed_and_equals_one_that_never_stopp
     # then the usual refresh, from the build's watermark
     assert run_again(store)["mode"] == "refresh"
     assert derived_tables(store) == derived_tables(untouched)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_build_stopped_by_a_signal_exits_quietly_and_the_next_run_finishes_it(
+    store: Path, signum: int
+) -> None:
+    # Ctrl-C on `turnlens demo` reaches its materialiser too, and the collector stops its own with SIGTERM;
+    # DuckDB interrupts the query running ("Query interrupted"), which ended the demo's log in a traceback
+    returncode, stderr = stop_half_way(store, ["--bucket-spans", str(BUCKET_SPANS)], signum)
+    assert returncode == 128 + signum, stderr
+    assert "Traceback" not in stderr and "interrupted" not in stderr, stderr
+    assert run_again(store)["mode"] == "full"
+    manifest = derived_manifest.current_snapshot(store)
+    assert manifest is not None and manifest.complete
+    assert leftovers(store) == []
 
 
 def test_an_edited_tool_registry_makes_the_next_run_build_again_from_scratch(store: Path) -> None:

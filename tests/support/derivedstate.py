@@ -55,8 +55,13 @@ def hourly_fleet(folder: Path) -> Path:
     """A store of the simulator's fleet (every scenario) spread over ten hours: one partition an hour, so a
     full build in small buckets publishes several before its last."""
     out = folder / "fleet.jsonl.gz"
-    assert main(["simulate", "--sessions", "40", "--sessions-per-minute", "0.07", "--seed", "5"]
-                + ["--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            ["simulate", "--sessions", "40", "--sessions-per-minute", "0.07", "--seed", "5"]
+            + ["--out", str(out), "--quiet"]
+        )
+        == 0
+    )
     (folder / "fleet.jsonl").write_bytes(gzip.decompress(out.read_bytes()))
     store = folder / "store"
     store.mkdir()
@@ -72,9 +77,10 @@ def copy_store(store: Path, target: Path) -> Path:
     return target
 
 
-def kill_half_way(store: Path, options: list[str]) -> derived_manifest.Manifest:
-    """Starts `turnlens materialize --full` (with `options`) on the store and kills it (-9) once it has
-    published a bucket but not the last; returns the manifest it left."""
+def stop_half_way(store: Path, options: list[str], signum: int) -> tuple[int, str]:
+    """Starts `turnlens materialize --full` (with `options`) on the store and sends it `signum` once it has
+    published a bucket but not the last (a moment its next bucket's queries are running); returns its exit
+    status and what it wrote to stderr."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "turnlens.cli", "materialize", "--store", str(store), "--full"]
         + ["--margin", "0", "--quiet", *options],
@@ -87,16 +93,22 @@ def kill_half_way(store: Path, options: list[str]) -> derived_manifest.Manifest:
         while time.monotonic() < deadline and proc.poll() is None:
             found = derived_manifest.read_manifest(store)
             if found is not None and found.partitions and not found.complete:
-                proc.send_signal(signal.SIGKILL)
+                proc.send_signal(signum)
                 break
             time.sleep(0.02)
-        proc.wait(timeout=60)
+        _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.stderr is not None
-    assert proc.returncode == -signal.SIGKILL, f"the build ended before it was killed: {proc.stderr.read()}"
+    return proc.returncode, stderr
+
+
+def kill_half_way(store: Path, options: list[str]) -> derived_manifest.Manifest:
+    """Starts `turnlens materialize --full` (with `options`) on the store and kills it (-9) once it has
+    published a bucket but not the last; returns the manifest it left."""
+    returncode, stderr = stop_half_way(store, options, signal.SIGKILL)
+    assert returncode == -signal.SIGKILL, f"the build ended before it was killed: {stderr}"
     found = derived_manifest.read_manifest(store)
     assert found is not None and not found.complete and found.partitions_total is not None
     assert 0 < len(found.partitions) < found.partitions_total
