@@ -194,7 +194,7 @@ def sections(text: str, marker: re.Pattern[str]) -> dict[str, str]:
 
 def read_order(files: Iterable[str], zero_row: str) -> list[str]:
     """`files` in the order a Parquet read should list them: the largest first, the zero-row file that keeps a
-    list non-empty (and names its columns) last.
+    list non-empty last (every file of a list has the same columns, so the first one names them).
 
     DuckDB estimates a list of Parquet files at its first file's rows times their number. Led by a zero-row
     file, or by a partition with no rows of that table, a list is estimated at no rows, and every join with it
