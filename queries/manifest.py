@@ -76,6 +76,9 @@ class Manifest:
     # partitions whose turns it replaced or wrote, "tables": the tables it holds rows of, "turns": the turns
     # it replaced}
     deltas: list[dict[str, Any]] = field(default_factory=list)
+    # the runs of the partition index of the identity tables (identity_index.py), each {"version": N, "parts":
+    # {partition: the version of its files the run was made from}}
+    identity: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -135,6 +138,10 @@ class Manifest:
             ),
         }
 
+    def identity_file(self, version: int) -> Path:
+        """A run of the identity tables' partition index (identity_index.py)."""
+        return self.folder / INDEX_DIR / f"identity-v{version}.npy"
+
     def chunk_files(self, kind: str) -> list[str]:
         return [str(self.folder / INDEX_DIR / f"{kind}-v{chunk}.parquet") for chunk in self.chunks]
 
@@ -142,6 +149,7 @@ class Manifest:
         """Every file this version names."""
         named = {name for table in TABLES for name in self.table_files(table) + self.delta_files(table)}
         named |= set(self.delta_files(REPLACED))
+        named |= {str(self.identity_file(int(run["version"]))) for run in self.identity}
         return named | set(self.chunk_files("traces")) | set(self.chunk_files("segments"))
 
     def to_json(self) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from typing import Any
 
 import duckdb
 from turnlens.collector import compaction, leases, segments
-from turnlens.queries import catalog
+from turnlens.queries import catalog, identity_index
 from turnlens.queries.manifest import (
     CURRENT_FILE,
     DELTA_DIR,
@@ -460,10 +460,15 @@ def _timed(name: str) -> Iterator[None]:
         CPU_TIMINGS[name] += time.process_time() - cpu
 
 
-def publish(run: _Run, manifest: Manifest) -> None:
-    """Makes a manifest current, durably: its files' directories fsynced, the manifest written to a temporary
-    name, fsynced and renamed (a versioned copy first, for readers pinning a version), then the catalogue
-    rewritten to read it."""
+def publish(run: _Run, manifest: Manifest) -> Manifest:
+    """Makes a manifest current, durably: a whole manifest's identity index extended to the partitions it
+    does not cover yet (identity_index.cover), its files' directories fsynced, the manifest written to a
+    temporary name, fsynced and renamed (a versioned copy first, for readers pinning a version), then the
+    catalogue rewritten to read it. Returns the manifest published."""
+    if manifest.complete:
+        with _timed("index identity"):
+            manifest, written = identity_index.cover(run.con, manifest)
+        run.written_dirs |= {path.parent for path in written}
     with _timed("publish manifest"):
         for directory in sorted(run.written_dirs | {d.parent for d in run.written_dirs}):
             segments.fsync_dir(directory)  # the new files' entries, and the entries of new partition folders
@@ -479,6 +484,7 @@ def publish(run: _Run, manifest: Manifest) -> None:
         catalog.update_derived(run.store_dir, run.segments_glob)
     run.published.append(manifest)
     run.published_at.append(time.perf_counter())
+    return manifest
 
 
 def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
@@ -499,7 +505,13 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     for path in folder.glob(f"{MANIFESTS_DIR}/v*.json"):
         if path.stem[1:].isdigit() and int(path.stem[1:]) > newest:
             path.unlink(missing_ok=True)
-    temporary = (".*.tmp", f"{MANIFESTS_DIR}/.*.tmp", "*/*/.v*.parquet.rollup", f"{INDEX_DIR}/.*.merge")
+    temporary = (
+        ".*.tmp",
+        f"{MANIFESTS_DIR}/.*.tmp",
+        "*/*/.v*.parquet.rollup",
+        f"{INDEX_DIR}/.*.merge",
+        f"{INDEX_DIR}/.*.tmp",
+    )
     for pattern in temporary:
         for path in folder.glob(pattern):
             path.unlink(missing_ok=True)
@@ -513,6 +525,7 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
             path.unlink(missing_ok=True)
     for path in [
         *folder.glob(f"{INDEX_DIR}/*-v*.parquet"),
+        *folder.glob(f"{INDEX_DIR}/identity-v*.npy"),
         *folder.glob("*/empty-v*.parquet"),
         *folder.glob(f"{DELTA_DIR}/*-v*.parquet"),
     ]:
@@ -621,16 +634,6 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
         run.placeholder,
     )
     gone = _gone_segments(indexed_before, present)
-    started = time.perf_counter()
-    _apply_sql(run.con, "current.sql", {}, previous, IDENTITY, temp=True)
-    TIMINGS["define current"] += time.perf_counter() - started
-    run.step(
-        "previous_state",
-        {
-            "previous_index_traces_files": sql_list(previous.chunk_files("traces")),
-            "gone_segments": sql_list(gone),
-        },
-    )
     index = replace(previous, chunks=chunks, version=run.version)
     values = {
         "watermark": str(previous.watermark),
@@ -638,14 +641,22 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
         "new_segments": sql_list(new_segments),
         "cutoff": str(run.cutoff),
         "index_traces_files": sql_list(index.chunk_files("traces")),
+        "previous_index_traces_files": sql_list(previous.chunk_files("traces")),
+        "gone_segments": sql_list(gone),
     }
-    run.fresh_phase("touched", values, HELD_TOUCHED)
+    read_parts = _touched(run, previous, values)
     input_files = [file for (file,) in run.step("input_files", values).fetchall()]
     unindexed = set(present) - set(newest_copy)
     values["input_files"] = sql_list(
         read_order((set(input_files) & set(present)) | unindexed, run.placeholder)
     )
     run.fresh_phase("recompute", values, HELD_RECOMPUTED)
+    if read_parts is not None:  # the partitions holding previous rows of the replaced turns are read too
+        replaced_turns = identity_index.hashes(run.con, "select turn_id from turnlens_replaced_turns")
+        holding = identity_index.lookup(previous, {"turn": replaced_turns})
+        if not holding <= read_parts:
+            read_parts |= holding
+            _read_identity(run, previous, read_parts)
     touched = {part for (part,) in run.step("touched_parts").fetchall()}
     [(replaced,)] = run.con.execute("select count(*) from turnlens_replaced_turns").fetchall()
     deltas = list(previous.deltas)
@@ -671,13 +682,12 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
     if touched and (fold or roll_up):
         # the new rows are readers' before the fold and roll-up rewrite partitions (seconds for a large one):
         # this version publishes the delta, the next one, in the same run, the rewritten partitions
-        publish(run, manifest)
+        manifest = publish(run, manifest)
         run.version += 1
         manifest = replace(manifest, version=run.version)
     if fold:
         manifest, folded = _fold(run, manifest)
-    manifest = _roll_up(run, manifest)
-    publish(run, manifest)
+    manifest = publish(run, _roll_up(run, manifest))
     return manifest, {
         "mode": "refresh",
         "touched_turns": int(replaced),
@@ -687,8 +697,56 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
         "dropped_partitions": sorted(previous.parts() - manifest.parts()),
         "gone_segments": len(gone),
         "input_segments": len(input_files),
+        "identity_partitions_read": len(previous.partitions) if read_parts is None else len(read_parts),
         "buckets": 1,
     }
+
+
+def _touched(run: _Run, previous: Manifest, values: dict[str, str]) -> set[str] | None:
+    """Holds the touched phase of derived/fresh.sql (HELD_TOUCHED), reading the identity rows of only the
+    partitions that can hold rows it joins; returns those partitions (None: it read every partition, the
+    previous state's identity index not being whole).
+
+    Every join of the phase matches identity rows on a value of one of four sets it computes: the input
+    traces' ids (by trace id, and by the trace a link points to), their idempotency keys, and the touched
+    turns' ids. The phase runs over the partitions read so far (none, at first: the deltas only), the index
+    names the partitions holding rows with a value of those sets, and the phase runs again with them until it
+    names no other. Then each join has seen every row of the store it matches, and the sets are those a read
+    of every partition gives."""
+    parts: set[str] | None = set() if identity_index.whole(previous) else None
+    first = True
+    while True:
+        _read_identity(run, previous, parts)
+        if first:
+            run.step("previous_state", values)
+            first = False
+        run.fresh_phase("touched", values, HELD_TOUCHED)
+        if parts is None:
+            return None
+        with _timed("look up identity"):
+            traces = identity_index.hashes(run.con, "select trace_id from turnlens_fresh_input")
+            probes = {
+                "trace": traces,
+                "linked": traces,
+                "turn": identity_index.hashes(run.con, "select turn_id from turnlens_touched_turn_ids"),
+                "key": identity_index.hashes(
+                    run.con,
+                    "select idempotency_key from turnlens_trace_keys"
+                    " semi join turnlens_fresh_input using (trace_id)",
+                ),
+            }
+            needed = identity_index.lookup(previous, probes)
+        if needed <= parts:
+            return parts
+        parts |= needed
+
+
+def _read_identity(run: _Run, previous: Manifest, parts: set[str] | None) -> None:
+    """Points the previous state's identity views (derived/current.sql) at these partitions' files and every
+    delta (all partitions when None)."""
+    with _timed("define current"):
+        restricted = identity_index.restricted(previous, parts)
+        _apply_sql(run.con, "current.sql", {}, restricted, IDENTITY, temp=True)
 
 
 def _fold(run: _Run, manifest: Manifest) -> tuple[Manifest, list[str]]:
@@ -877,7 +935,7 @@ def _build_units(
         run.write_templates(manifest)
         # readers see an empty state that says a build is under way, and keep seeing that the state is not
         # whole if the build dies before its last bucket
-        publish(run, manifest)
+        manifest = publish(run, manifest)
     jobs: list[tuple[list[str], range]] = []  # each bucket with the units that compute it
     first = 0
     for bucket, slices in buckets:
@@ -888,11 +946,10 @@ def _build_units(
     for done, bucket in enumerate(engine(run, values, jobs, shuffle), start=1):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         if done < len(jobs):  # the last bucket is published whole, below
-            publish(run, manifest)
+            manifest = publish(run, manifest)
     _remove_tree(shuffle)
     plan = manifest.plan
-    manifest = replace(manifest, partitions_total=None, plan=None, built_unix=time.time())
-    publish(run, manifest)
+    manifest = publish(run, replace(manifest, partitions_total=None, plan=None, built_unix=time.time()))
     if plan is not None:  # the state is whole: no run resumes this build any more
         _remove_tree(run.folder / f"{PLAN_PREFIX}{plan}")
     return manifest, {

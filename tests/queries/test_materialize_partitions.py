@@ -280,6 +280,63 @@ def test_a_trace_linking_into_an_older_partition_joins_that_turn(
     assert after == (before[0] + 1, before[1] + 1), "one more span, one more trace"
 
 
+def test_a_refresh_reads_the_identity_of_only_the_partitions_its_turns_reach(
+    staged: StagedStore, contract_turn: Any, span: Any
+) -> None:
+    # five turns ten minutes apart and a job of its own turn linking to a trace not received yet, folded into
+    # six partitions' base files: turn 0 committed an invoice under k-shared without a charge
+    turns = [
+        shifted(
+            contract_turn(
+                turn=f"old{n}", trace=f"to{n}", session=f"s-o{n}", key="k-shared" if n == 0 else f"k-{n}",
+                charged=n != 0,
+            ),
+            n * 10 * MINUTE_MS,
+        )
+        for n in range(5)
+    ]
+    waiting = span("background.job", 35 * MINUTE_MS, 35 * MINUTE_MS + 500, trace="waiting", session="s-w",
+                   turn="jobturn", layer="runtime", links=[("tx", "http")])
+    staged.send([row for turn in turns for row in turn] + [waiting], at_ms=41 * MINUTE_MS)
+    staged.refresh(41 * MINUTE_MS + 1000, deltas_max=0)
+    assert len(staged.partitions()) == 6 and "unbilled_side_effect" in staged.kinds("old0")
+
+    # a new turn charging k-shared, a job naming no turn linking to turn 2's trace, the trace the waiting
+    # job links to, and a late trace of turn 4: the index leads the refresh to the four older partitions
+    # their rows reach (by key, by a trace a new link names, by a trace an old link names, by turn), and it
+    # reads no other
+    charge = shifted(contract_turn(turn="new", trace="tn", session="s-n", key="k-shared"), 50 * MINUTE_MS)
+    parent = shifted(contract_turn(turn="x", trace="tx", session="s-x", key="k-x"), 50 * MINUTE_MS)
+    late = [
+        span("background.job", 51 * MINUTE_MS, 51 * MINUTE_MS + 500, trace="job", session=None, turn=None,
+             layer="runtime", links=[("to2", "http")]),
+        span("late.step", 52 * MINUTE_MS, 52 * MINUTE_MS + 500, trace="tlate", session="s-o4", turn="old4",
+             layer="runtime"),
+    ]
+    staged.send(charge + parent + late, at_ms=53 * MINUTE_MS)
+    refreshed = staged.refresh(53 * MINUTE_MS + 1000, deltas_max=0)
+    assert refreshed["touched_turns"] == 6, "new, x, old0 (its key), old2 (linked), jobturn (linking), old4"
+    assert refreshed["identity_partitions_read"] == 4, "old0's, old2's, jobturn's and old4's, of six"
+    staged.assert_equal_to_live()
+    assert "unbilled_side_effect" not in staged.kinds("old0")
+
+    # a manifest without the index (as an older turnlens wrote it): the refresh reads every partition and
+    # indexes them, and the next one reads only what it reaches again
+    current = staged.dir / "derived" / "current.json"
+    body = json.loads(current.read_text())
+    body.pop("identity")
+    current.write_text(json.dumps(body))
+    staged.send(shifted(contract_turn(turn="a", trace="ta", session="s-a", key="k-a"), 54 * MINUTE_MS),
+                at_ms=55 * MINUTE_MS)
+    unindexed = staged.refresh(55 * MINUTE_MS + 1000, deltas_max=0)
+    assert unindexed["identity_partitions_read"] == unindexed["partitions"] - 1, "all but the new one's"
+    staged.send(shifted(contract_turn(turn="b", trace="tb", session="s-b", key="k-2"), 56 * MINUTE_MS),
+                at_ms=57 * MINUTE_MS)
+    indexed = staged.refresh(57 * MINUTE_MS + 1000, deltas_max=0)
+    assert indexed["touched_turns"] == 2 and indexed["identity_partitions_read"] == 1, "turn 2's: k-2"
+    staged.assert_equal_to_live()
+
+
 def test_retention_drops_a_days_partitions_without_a_rebuild(staged: StagedStore, contract_turn: Any) -> None:
     first_day = contract_turn(turn="day1", key="k-day1", trace="d1", session="s-d1")
     # a turn that starts before midnight and ends after: retention takes its first part with the first day

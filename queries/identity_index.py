@@ -1,0 +1,205 @@
+"""Which partitions hold the identity rows of given traces, turns, keys and links, without reading them.
+
+A refresh recomputes the turns new copies touch, and finding them means looking identities up across the
+whole store: the previous turn of each fresh trace, the traces sharing one of its idempotency keys, the traces
+linking to it, the other traces of its turn (derived/fresh.sql's touched phase). Read from the partitions'
+identity files, each of those lookups is a scan of every partition's, and the refresh's cost grows with the
+store. This index answers them by partition instead: for each partition, the 64-bit hashes of the values its
+identity rows carry, in runs of sorted arrays (`index/identity-v<N>.npy`, memory-mapped: a lookup of k values
+reads about k log n of them, not the run). The refresh then reads the identity files of the few partitions
+named (queries/materialize.py, `_touched`).
+
+A run covers some partitions, each at the version of its files; a hit counts only where that version is the
+partition's current one (a partition written again is covered by a newer run, and the old run's entries for it
+are stale). The index is whole when every partition of the manifest is covered at its version; a refresh of
+a manifest whose index is not whole reads every partition, and its publish covers them. A hash names a
+partition that may hold the value: a collision can only add a partition to read, never leave one out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+from turnlens.collector import segments
+from turnlens.queries.manifest import Manifest, sql_list
+
+# what a run maps to partitions: (kind, identity table, column)
+KINDS = (
+    ("trace", "trace_turns", "trace_id"),  # a trace's keys and links are in the partitions of its turns
+    ("turn", "trace_turns", "turn_id"),
+    ("key", "trace_keys", "idempotency_key"),
+    ("linked", "trace_links", "linked_trace_id"),
+)
+RUNS_MAX = 12  # more runs than this are merged: the small ones into one, or all when they outgrow the largest
+HASH = "md5_number_lower"  # a hash whose values do not change with DuckDB's version
+
+
+def uncovered(manifest: Manifest) -> list[str]:
+    """The partitions no run covers at their current version."""
+    covered: set[tuple[str, int]] = set()
+    for run in manifest.identity:
+        covered |= {(part, int(version)) for part, version in run["parts"].items()}
+    return sorted(part for part, version in manifest.partitions.items() if (part, version) not in covered)
+
+
+def whole(manifest: Manifest) -> bool:
+    return not uncovered(manifest)
+
+
+def cover(con: duckdb.DuckDBPyConnection, manifest: Manifest) -> tuple[Manifest, list[Path]]:
+    """The manifest with a run covering its uncovered partitions (and its runs merged when too many), and the
+    files written for it, fsynced. Runs of partitions the manifest no longer names are dropped."""
+    parts = uncovered(manifest)
+    runs = [
+        run
+        for run in manifest.identity
+        if any(manifest.partitions.get(part) == version for part, version in run["parts"].items())
+    ]
+    written: list[Path] = []
+    if parts:
+        target = manifest.identity_file(manifest.version)
+        _save(target, _run_arrays(con, manifest, parts))
+        written.append(target)
+        runs = [run for run in runs if int(run["version"]) != manifest.version]
+        runs.append(
+            {"version": manifest.version, "parts": {part: manifest.partitions[part] for part in parts}}
+        )
+    if len(runs) > RUNS_MAX:
+        runs, merged = _merge(manifest, runs)
+        written.append(merged)
+    return replace(manifest, identity=runs), written
+
+
+def _run_arrays(con: duckdb.DuckDBPyConnection, manifest: Manifest, parts: list[str]) -> list[np.ndarray]:
+    """For each kind, a 2 x n array: the sorted hashes of the values the partitions' rows carry, and the
+    partition (its position in `parts`) holding each."""
+    arrays = []
+    for _, table, column in KINDS:
+        listed = sql_list([str(manifest.partition_file(table, part)) for part in parts])
+        fetched = con.execute(
+            f"select distinct {HASH}({column}) as h, list_position({listed}, filename) - 1 as p"
+            f" from read_parquet({listed}, hive_partitioning = false, filename = true, union_by_name = true)"
+            f" where {column} is not null order by h, p"
+        ).fetchnumpy()
+        arrays.append(np.stack([np.ma.getdata(fetched[column]).astype(np.uint64) for column in ("h", "p")]))
+    return arrays
+
+
+def _save(target: Path, arrays: list[np.ndarray]) -> None:
+    """One run's arrays in one file: a 2 x n array of every kind's columns side by side, and a first column
+    giving each kind's length (so a kind is a slice of the memory-mapped file)."""
+    lengths = np.array([[len(KINDS), 0], *[[array.shape[1], 0] for array in arrays]], dtype=np.uint64).T
+    body = np.concatenate([lengths, *arrays], axis=1) if arrays else lengths
+    segments.ensure_dir(target.parent)
+    tmp = target.with_name(f".{target.name}.tmp")
+    with open(tmp, "wb") as out:
+        np.save(out, body)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, target)
+
+
+def _load(path: Path) -> list[np.ndarray]:
+    """A run's arrays, memory-mapped: for each kind its 2 x n slice."""
+    body = np.load(path, mmap_mode="r")
+    kinds = int(body[0, 0])
+    lengths = [int(n) for n in body[0, 1 : 1 + kinds]]
+    arrays, start = [], 1 + kinds
+    for length in lengths:
+        arrays.append(body[:, start : start + length])
+        start += length
+    return arrays
+
+
+def _merge(manifest: Manifest, runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Path]:
+    """Merges runs into one of this version, keeping only their current entries: all of them when the others
+    together outgrow the largest, else all but the largest (left as it is, so a merge rarely rewrites it)."""
+    sizes = [os.stat(manifest.identity_file(int(run["version"]))).st_size for run in runs]
+    largest = sizes.index(max(sizes))
+    small = (sum(sizes) - sizes[largest]) * 2 <= sizes[largest]
+    # the merged run is this version's: a largest run of this version is rewritten with the others
+    left_alone = {largest} if small and int(runs[largest]["version"]) != manifest.version else set()
+    chosen = [i for i in range(len(runs)) if i not in left_alone]
+    position: dict[str, int] = {}
+    per_kind: list[list[np.ndarray]] = [[] for _ in KINDS]
+    for i in chosen:
+        run = runs[i]
+        current = np.array([_current(manifest, run, part) for part in run["parts"]] + [False], dtype=bool)
+        remap = np.array(
+            [
+                position.setdefault(part, len(position)) if current[n] else 0
+                for n, part in enumerate(run["parts"])
+            ]
+            + [0],
+            dtype=np.uint64,
+        )
+        for kind, array in enumerate(_load(manifest.identity_file(int(run["version"])))):
+            numbers = array[1].astype(np.int64)
+            keep = current[numbers]
+            per_kind[kind].append(np.stack([array[0][keep], remap[numbers[keep]]]))
+    merged = []
+    for arrays in per_kind:
+        joined = np.concatenate(arrays, axis=1)
+        joined = joined[:, np.lexsort((joined[1], joined[0]))]
+        first = np.ones(joined.shape[1], dtype=bool)  # each (hash, partition) once
+        first[1:] = (joined[0, 1:] != joined[0, :-1]) | (joined[1, 1:] != joined[1, :-1])
+        merged.append(joined[:, first])
+    target = manifest.identity_file(manifest.version)
+    _save(target, merged)
+    kept = [run for i, run in enumerate(runs) if i not in chosen]
+    return [
+        *kept,
+        {"version": manifest.version, "parts": {part: manifest.partitions[part] for part in position}},
+    ], target
+
+
+def _current(manifest: Manifest, run: Mapping[str, Any], part: str) -> bool:
+    """Whether the run covers the partition at its current version (else its entries for it are stale)."""
+    return part in manifest.partitions and manifest.partitions[part] == run["parts"][part]
+
+
+def hashes(con: duckdb.DuckDBPyConnection, query: str) -> np.ndarray:
+    """The sorted distinct hashes of the one column `query` returns (non-null values)."""
+    fetched = con.execute(
+        f"select distinct {HASH}(v) as h from ({query}) as q(v) where v is not null"
+    ).fetchnumpy()
+    return np.unique(np.ma.getdata(fetched["h"]).astype(np.uint64))
+
+
+def lookup(manifest: Manifest, probes: Mapping[str, np.ndarray]) -> set[str]:
+    """The partitions whose identity rows may carry a probed value ({kind: sorted uint64 hashes})."""
+    kinds = [kind for kind, _, _ in KINDS]
+    found: set[str] = set()
+    for run in manifest.identity:
+        run_parts = list(run["parts"])
+        current = np.array([_current(manifest, run, part) for part in run_parts] + [False], dtype=bool)
+        if not current.any():
+            continue
+        arrays = _load(manifest.identity_file(int(run["version"])))
+        for kind, wanted in probes.items():
+            array = arrays[kinds.index(kind)]
+            if not len(wanted) or not array.shape[1]:
+                continue
+            starts = np.searchsorted(array[0], wanted, "left")
+            counts = np.searchsorted(array[0], wanted, "right") - starts
+            hit = counts > 0
+            starts, counts = starts[hit], counts[hit]
+            # every entry of every hit: start of its hit plus its rank within it
+            offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+            numbers = np.unique(np.asarray(array[1][np.repeat(starts, counts) + offsets]).astype(np.int64))
+            found |= {run_parts[n] for n in numbers if current[n]}
+    return found
+
+
+def restricted(manifest: Manifest, parts: Iterable[str] | None) -> Manifest:
+    """The manifest naming only these base partitions (all of them when None); its deltas stay."""
+    if parts is None:
+        return manifest
+    wanted = set(parts)
+    return replace(manifest, partitions={p: v for p, v in manifest.partitions.items() if p in wanted})
