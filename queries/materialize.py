@@ -738,6 +738,7 @@ def _touched(run: _Run, previous: Manifest, values: dict[str, str]) -> set[str] 
             needed = identity_index.lookup(previous, probes)
         if needed <= parts:
             return parts
+        TIMINGS["identity rounds"] += 1
         parts |= needed
 
 
