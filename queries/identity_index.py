@@ -81,11 +81,14 @@ def _run_arrays(con: duckdb.DuckDBPyConnection, manifest: Manifest, parts: list[
     partition (its position in `parts`) holding each."""
     arrays = []
     for _, table, column in KINDS:
-        listed = sql_list([str(manifest.partition_file(table, part)) for part in parts])
+        files = [str(manifest.partition_file(table, part)) for part in parts]
         fetched = con.execute(
-            f"select distinct {HASH}({column}) as h, list_position({listed}, filename) - 1 as p"
-            f" from read_parquet({listed}, hive_partitioning = false, filename = true, union_by_name = true)"
-            f" where {column} is not null order by h, p"
+            f"select distinct {HASH}(r.{column}) as h, n.p"
+            f" from read_parquet({sql_list(files)}, hive_partitioning = false, filename = true,"
+            " union_by_name = true) as r"
+            " join (select unnest($files) as filename, generate_subscripts($files, 1) - 1 as p) as n"
+            f" using (filename) where r.{column} is not null order by h, p",
+            {"files": files},
         ).fetchnumpy()
         arrays.append(np.stack([np.ma.getdata(fetched[column]).astype(np.uint64) for column in ("h", "p")]))
     return arrays
@@ -94,7 +97,7 @@ def _run_arrays(con: duckdb.DuckDBPyConnection, manifest: Manifest, parts: list[
 def _save(target: Path, arrays: list[np.ndarray]) -> None:
     """One run's arrays in one file: a 2 x n array of every kind's columns side by side, and a first column
     giving each kind's length (so a kind is a slice of the memory-mapped file)."""
-    lengths = np.array([[len(KINDS), 0], *[[array.shape[1], 0] for array in arrays]], dtype=np.uint64).T
+    lengths = np.array([[len(arrays), 0], *[[array.shape[1], 0] for array in arrays]], dtype=np.uint64).T
     body = np.concatenate([lengths, *arrays], axis=1) if arrays else lengths
     segments.ensure_dir(target.parent)
     tmp = target.with_name(f".{target.name}.tmp")
@@ -183,18 +186,48 @@ def lookup(manifest: Manifest, probes: Mapping[str, np.ndarray]) -> set[str]:
             continue
         arrays = _load(manifest.identity_file(int(run["version"])))
         for kind, wanted in probes.items():
-            array = arrays[kinds.index(kind)]
-            if not len(wanted) or not array.shape[1]:
-                continue
-            starts = np.searchsorted(array[0], wanted, "left")
-            counts = np.searchsorted(array[0], wanted, "right") - starts
-            hit = counts > 0
-            starts, counts = starts[hit], counts[hit]
-            # every entry of every hit: start of its hit plus its rank within it
-            offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-            numbers = np.unique(np.asarray(array[1][np.repeat(starts, counts) + offsets]).astype(np.int64))
-            found |= {run_parts[n] for n in numbers if current[n]}
+            found |= {run_parts[n] for n in _numbers(arrays[kinds.index(kind)], wanted) if current[n]}
     return found
+
+
+def _numbers(array: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The distinct numbers (second row) of a run's entries whose hash (first row) is wanted."""
+    if not len(wanted) or not array.shape[1]:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.searchsorted(array[0], wanted, "left")
+    counts = np.searchsorted(array[0], wanted, "right") - starts
+    hit = counts > 0
+    starts, counts = starts[hit], counts[hit]
+    # every entry of every hit: the start of its hit plus its rank within it
+    offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.unique(np.asarray(array[1][np.repeat(starts, counts) + offsets]).astype(np.int64))
+
+
+# The trace -> segment index (queries/materialize.py) keeps, beside each chunk's Parquet file (sorted by
+# trace, for a reader's one-turn lookups), a run of the same kind: the hash of each trace id and the position
+# of its segment among the chunk's segments (sorted by name). A refresh finds the segments of a few thousand
+# input traces there instead of scanning every chunk.
+
+
+def write_chunk_run(
+    con: duckdb.DuckDBPyConnection, traces_file: Path, files: list[str], target: Path
+) -> None:
+    """The run of one chunk of the trace -> segment index: `traces_file` its (trace_id, file) rows, `files`
+    its segments sorted by name."""
+    fetched = con.execute(
+        f"select distinct {HASH}(t.trace_id) as h, n.p"
+        f" from read_parquet({sql_list([str(traces_file)])}, hive_partitioning = false) as t"
+        f" join (select unnest($files) as file, generate_subscripts($files, 1) - 1 as p) as n using (file)"
+        " order by h, p",
+        {"files": files},
+    ).fetchnumpy()
+    _save(target, [np.stack([np.ma.getdata(fetched[column]).astype(np.uint64) for column in ("h", "p")])])
+
+
+def chunk_files_of(run_file: Path, files: list[str], traces: np.ndarray) -> set[str]:
+    """The segments one chunk's run names for the traces (sorted hashes); `files` as it was written with."""
+    [array] = _load(run_file)
+    return {files[n] for n in _numbers(array, traces)}
 
 
 def restricted(manifest: Manifest, parts: Iterable[str] | None) -> Manifest:

@@ -142,6 +142,10 @@ class Manifest:
         """A run of the identity tables' partition index (identity_index.py)."""
         return self.folder / INDEX_DIR / f"identity-v{version}.npy"
 
+    def chunk_run_file(self, chunk: int) -> Path:
+        """The run (identity_index.py) of a chunk of the trace -> segment index: its traces by hash."""
+        return self.folder / INDEX_DIR / f"traces-v{chunk}.npy"
+
     def chunk_files(self, kind: str) -> list[str]:
         return [str(self.folder / INDEX_DIR / f"{kind}-v{chunk}.parquet") for chunk in self.chunks]
 
@@ -150,6 +154,8 @@ class Manifest:
         named = {name for table in TABLES for name in self.table_files(table) + self.delta_files(table)}
         named |= set(self.delta_files(REPLACED))
         named |= {str(self.identity_file(int(run["version"]))) for run in self.identity}
+        # a chunk an older turnlens wrote has no run
+        named |= {str(run) for run in map(self.chunk_run_file, self.chunks) if run.exists()}
         return named | set(self.chunk_files("traces")) | set(self.chunk_files("segments"))
 
     def to_json(self) -> dict[str, Any]:

@@ -250,7 +250,8 @@ class _Run:
             self.copy(fill(self.steps["template_rows"], {"table": table}), manifest.template_file(table))
 
     def write_chunk(self, files: list[str]) -> None:
-        """A chunk of the trace -> segment index for `files` (the placeholder keeps the list non-empty)."""
+        """A chunk of the trace -> segment index for `files` (the placeholder keeps the list non-empty), and
+        its run."""
         listed = {"files": sql_list(read_order(files, self.placeholder))}
         self.copy(
             self.steps["index_traces"].replace("{{files}}", listed["files"]),
@@ -258,6 +259,17 @@ class _Run:
             "trace_id",
         )
         self.copy(self.steps["index_segments"].replace("{{files}}", listed["files"]), self._chunk("segments"))
+        self.write_chunk_run(self.version)
+
+    def write_chunk_run(self, chunk: int) -> list[str]:
+        """The run of an index chunk (identity_index.write_chunk_run); returns its segments, sorted."""
+        rows = self.step("indexed_segments", {"files": sql_list([str(self._chunk("segments", chunk))])})
+        files = sorted(file for file, _ in rows.fetchall())
+        target = self._chunk("traces", chunk).with_suffix(".npy")
+        with _timed("index traces"):
+            identity_index.write_chunk_run(self.con, self._chunk("traces", chunk), files, target)
+        self.written_dirs.add(target.parent)
+        return files
 
     def _chunk(self, kind: str, version: int | None = None) -> Path:
         return self.folder / INDEX_DIR / f"{kind}-v{self.version if version is None else version}.parquet"
@@ -525,7 +537,7 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
             path.unlink(missing_ok=True)
     for path in [
         *folder.glob(f"{INDEX_DIR}/*-v*.parquet"),
-        *folder.glob(f"{INDEX_DIR}/identity-v*.npy"),
+        *folder.glob(f"{INDEX_DIR}/*-v*.npy"),
         *folder.glob("*/empty-v*.parquet"),
         *folder.glob(f"{DELTA_DIR}/*-v*.parquet"),
     ]:
@@ -579,10 +591,13 @@ def _indexed(run: _Run, previous: Manifest) -> set[str]:
     return {file for file, _ in run.step("indexed_segments", {"files": files}).fetchall()}
 
 
-def _update_index(run: _Run, previous: Manifest, present: list[str]) -> tuple[list[int], dict[str, int]]:
-    """The index chunks of the next version and the newest copy of every indexed segment: a new chunk for the
-    segments the previous index did not know; chunks whose segments are all gone are dropped, and many chunks
-    are merged into one."""
+def _update_index(
+    run: _Run, previous: Manifest, present: list[str]
+) -> tuple[list[int], dict[str, int], dict[int, list[str]]]:
+    """The index chunks of the next version, the newest copy of every indexed segment, and each chunk's
+    segments (sorted, as its run numbers them): a new chunk for the segments the previous index did not know;
+    chunks whose segments are all gone are dropped, and many chunks are merged into one. A chunk written here
+    gets its run (identity_index.write_chunk_run), numbering its segments as the list returned does."""
     indexed: dict[str, int] = {}
     chunk_segments: dict[int, set[str]] = {}
     for chunk in previous.chunks:
@@ -598,6 +613,7 @@ def _update_index(run: _Run, previous: Manifest, present: list[str]) -> tuple[li
         run.write_chunk(new)
         chunks.append(run.version)
         rows = run.step("indexed_segments", {"files": sql_list([str(run._chunk("segments"))])}).fetchall()
+        chunk_segments[run.version] = {file for file, _ in rows}
         indexed |= {file: int(newest) for file, newest in rows if newest is not None}
     if len(chunks) > INDEX_CHUNKS_MAX:
         merged = replace(previous, chunks=chunks)
@@ -608,8 +624,12 @@ def _update_index(run: _Run, previous: Manifest, present: list[str]) -> tuple[li
             run.con.execute("set variable turnlens_present = $present", {"present": present})
             run.copy(select.replace("$present", "getvariable('turnlens_present')"), tmp, order)
             os.replace(tmp, target)
+        kept = {file for chunk in chunks for file in chunk_segments[chunk]}
+        chunk_segments[run.version] = kept & present_set
         chunks = [run.version]
-    return chunks, {file: newest for file, newest in indexed.items() if file in present_set}
+        run.write_chunk_run(run.version)
+    lists = {chunk: sorted(chunk_segments[chunk]) for chunk in chunks}
+    return chunks, {file: newest for file, newest in indexed.items() if file in present_set}, lists
 
 
 def _gone_segments(indexed_before: set[str], present: list[str]) -> list[str]:
@@ -624,7 +644,7 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
     the deltas into their partitions when they pile up."""
     present = run.present_segments()
     indexed_before = _indexed(run, previous)
-    chunks, newest_copy = _update_index(run, previous, present)
+    chunks, newest_copy, chunk_lists = _update_index(run, previous, present)
     merged = {str(path) for path in compaction.merged_outputs(run.store_dir / segments.SEGMENTS_DIR)}
     new_segments = sorted(set(present) - indexed_before - merged - {run.placeholder})
     new_copy_files = read_order(
@@ -645,7 +665,20 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
         "gone_segments": sql_list(gone),
     }
     read_parts = _touched(run, previous, values)
-    input_files = [file for (file,) in run.step("input_files", values).fetchall()]
+    # the segments the index names for the input traces: from each chunk's run, or for a chunk an older
+    # turnlens wrote without one (until a merge replaces it) from a scan of its file
+    with _timed("input_files"):
+        traces = identity_index.hashes(run.con, "select trace_id from turnlens_fresh_input")
+        named = [
+            identity_index.chunk_files_of(index.chunk_run_file(chunk), chunk_lists[chunk], traces)
+            for chunk in chunks
+            if index.chunk_run_file(chunk).exists()
+        ]
+    unrun = [chunk for chunk in chunks if not index.chunk_run_file(chunk).exists()]
+    if unrun:
+        listed = {"index_traces_files": sql_list(replace(index, chunks=unrun).chunk_files("traces"))}
+        named.append({file for (file,) in run.step("input_files", values | listed).fetchall()})
+    input_files = sorted(set().union(*named))
     unindexed = set(present) - set(newest_copy)
     values["input_files"] = sql_list(
         read_order((set(input_files) & set(present)) | unindexed, run.placeholder)
@@ -738,7 +771,6 @@ def _touched(run: _Run, previous: Manifest, values: dict[str, str]) -> set[str] 
             needed = identity_index.lookup(previous, probes)
         if needed <= parts:
             return parts
-        TIMINGS["identity rounds"] += 1
         parts |= needed
 
 

@@ -320,12 +320,15 @@ def test_a_refresh_reads_the_identity_of_only_the_partitions_its_turns_reach(
     staged.assert_equal_to_live()
     assert "unbilled_side_effect" not in staged.kinds("old0")
 
-    # a manifest without the index (as an older turnlens wrote it): the refresh reads every partition and
-    # indexes them, and the next one reads only what it reaches again
+    # a manifest without the index, and index chunks without their runs (as an older turnlens wrote them): the
+    # refresh reads every partition and indexes them, finds the input segments from the chunks' files, and the
+    # next one reads only what it reaches again
     current = staged.dir / "derived" / "current.json"
     body = json.loads(current.read_text())
     body.pop("identity")
     current.write_text(json.dumps(body))
+    for run in (staged.dir / "derived" / "index").glob("traces-v*.npy"):
+        run.unlink()
     staged.send(shifted(contract_turn(turn="a", trace="ta", session="s-a", key="k-a"), 54 * MINUTE_MS),
                 at_ms=55 * MINUTE_MS)
     unindexed = staged.refresh(55 * MINUTE_MS + 1000, deltas_max=0)
