@@ -609,7 +609,7 @@ def _update_index(
     present_set = set(present)
     chunks = [chunk for chunk in previous.chunks if chunk_segments[chunk] & present_set]
     new = sorted(present_set - set(indexed) - {run.placeholder})
-    if new:
+    if new or not chunks:  # a store of no segment yet keeps a chunk of none: readers list the chunks' files
         run.write_chunk(new)
         chunks.append(run.version)
         rows = run.step("indexed_segments", {"files": sql_list([str(run._chunk("segments"))])}).fetchall()

@@ -422,6 +422,20 @@ def test_the_loops_first_run_on_a_small_store_is_one_refresh_from_nothing(
     larger.assert_equal_to_live()
 
 
+def test_a_store_that_has_received_no_span_yet_is_refreshed_and_read(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    # the collector's loop starts before the first export arrives (seen on a loaded machine): each run
+    # publishes a state of no turn that the catalogue reads, and the first spans are refreshed into it
+    for at_ms in (1000, 2000):
+        assert staged.refresh(at_ms, bootstrap=True)["touched_turns"] == 0
+        with catalog.connect(staged.dir) as con:
+            assert con.execute("select count(*) from turns").fetchall() == [(0,)]
+    staged.send(contract_turn(turn="first", trace="tf", session="s-f", key="k-f"), at_ms=3000)
+    assert staged.refresh(4000, bootstrap=True)["touched_turns"] == 1
+    staged.assert_equal_to_live()
+
+
 def test_a_copy_stamped_before_the_watermark_but_stored_after_it_is_not_missed(
     staged: StagedStore, contract_turn: Any
 ) -> None:
