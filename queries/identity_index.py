@@ -77,21 +77,30 @@ def cover(con: duckdb.DuckDBPyConnection, manifest: Manifest) -> tuple[Manifest,
 
 
 def _run_arrays(con: duckdb.DuckDBPyConnection, manifest: Manifest, parts: list[str]) -> list[np.ndarray]:
-    """For each kind, a 2 x n array: the sorted hashes of the values the partitions' rows carry, and the
-    partition (its position in `parts`) holding each."""
+    """For each kind, its entries for the partitions' rows, numbered by the partition (its position in
+    `parts`) holding each."""
     arrays = []
     for _, table, column in KINDS:
         files = [str(manifest.partition_file(table, part)) for part in parts]
-        fetched = con.execute(
-            f"select distinct {HASH}(r.{column}) as h, n.p"
-            f" from read_parquet({sql_list(files)}, hive_partitioning = false, filename = true,"
-            " union_by_name = true) as r"
-            " join (select unnest($files) as filename, generate_subscripts($files, 1) - 1 as p) as n"
-            f" using (filename) where r.{column} is not null order by h, p",
-            {"files": files},
-        ).fetchnumpy()
-        arrays.append(np.stack([np.ma.getdata(fetched[column]).astype(np.uint64) for column in ("h", "p")]))
+        arrays.append(_entries(con, files, column, "filename", files))
     return arrays
+
+
+def _entries(
+    con: duckdb.DuckDBPyConnection, read: list[str], column: str, by: str, names: list[str]
+) -> np.ndarray:
+    """A run's 2 x n array for one kind: the sorted distinct hashes of `column` in the rows of the files
+    `read`, each with the position in `names` of the row's `by` column (`filename`: the file it was read
+    from)."""
+    fetched = con.execute(
+        f"select distinct {HASH}(r.{column}) as h, n.p"
+        f" from read_parquet({sql_list(read)}, hive_partitioning = false, filename = true,"
+        " union_by_name = true) as r"
+        f" join (select unnest($names) as {by}, generate_subscripts($names, 1) - 1 as p) as n using ({by})"
+        f" where r.{column} is not null order by h, p",
+        {"names": names},
+    ).fetchnumpy()
+    return np.stack([np.ma.getdata(fetched[name]).astype(np.uint64) for name in ("h", "p")])
 
 
 def _save(target: Path, arrays: list[np.ndarray]) -> None:
@@ -214,14 +223,7 @@ def write_chunk_run(
 ) -> None:
     """The run of one chunk of the trace -> segment index: `traces_file` its (trace_id, file) rows, `files`
     its segments sorted by name."""
-    fetched = con.execute(
-        f"select distinct {HASH}(t.trace_id) as h, n.p"
-        f" from read_parquet({sql_list([str(traces_file)])}, hive_partitioning = false) as t"
-        f" join (select unnest($files) as file, generate_subscripts($files, 1) - 1 as p) as n using (file)"
-        " order by h, p",
-        {"files": files},
-    ).fetchnumpy()
-    _save(target, [np.stack([np.ma.getdata(fetched[column]).astype(np.uint64) for column in ("h", "p")])])
+    _save(target, [_entries(con, [str(traces_file)], "trace_id", "file", files)])
 
 
 def chunk_files_of(run_file: Path, files: list[str], traces: np.ndarray) -> set[str]:
