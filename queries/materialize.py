@@ -1092,10 +1092,7 @@ def _shuffle(run: _Run, units: list[int], present: list[str]) -> Path:
     shuffle = run.folder / f".shuffle-v{run.version}"
     _remove_tree(shuffle)
     shuffle.mkdir(parents=True)
-    for unit in units:
-        run.step("bucket_seed", params={"unit": unit})
-        run.step("seeded_fresh_traces")
-        run.step("unit_inputs", params={"unit": unit})
+    run.step("unit_inputs", params={"units": units})
     files = sql_list(read_order(present, run.placeholder))
     if units:
         # DuckDB's own flush threshold: a smaller one made the pass cost up to 2.5 times the CPU (many flushes

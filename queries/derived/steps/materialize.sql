@@ -135,8 +135,64 @@ create or replace temp table turnlens_seed as
 select trace_id from turnlens_all_trace_turns semi join turnlens_bucket_turns using (session_id, turn_id);
 
 -- step: unit_inputs
--- the traces a unit reads: its turns' traces, the traces sharing their idempotency keys, those they link to
-insert into turnlens_unit_inputs select trace_id, $unit from turnlens_fresh_input;
+-- the traces each of the units $units reads, in one pass over the whole store's identity: the closure fresh.sql's phase
+-- touched computes from a seed (turnlens_fresh_input), with every relation carrying the unit whose seed it came from, so
+-- that each unit gets the set that phase gives its turns' traces. A copy is new to no unit (a full build reads no new
+-- copy), so no turn comes from the copies' own turn ids. One pass, where a query per unit would scan the identity once
+-- per unit (units x traces)
+insert into turnlens_unit_inputs
+with seed as (
+    select a.trace_id, u.unit
+    from turnlens_all_trace_turns as a
+    join turnlens_unit_turns as u using (session_id, turn_id)
+    where u.unit in (select unnest($units))
+),
+
+touched as (
+    select trace_id, unit from seed
+    union
+    select l.trace_id, s.unit
+    from turnlens_all_trace_links as l
+    join seed as s on l.linked_trace_id = s.trace_id
+    union
+    select k.trace_id, f.unit
+    from turnlens_all_trace_keys as k
+    join (
+        select distinct k.idempotency_key, s.unit from turnlens_all_trace_keys as k join seed as s using (trace_id)
+    ) as f using (idempotency_key)
+),
+
+touched_turns as (
+    select t.turn_id, x.unit from turnlens_all_trace_turns as t join touched as x using (trace_id)
+    union
+    select t.turn_id, l.unit
+    from turnlens_all_trace_turns as t
+    join (
+        select l.linked_trace_id, x.unit from turnlens_all_trace_links as l join touched as x using (trace_id)
+    ) as l on l.linked_trace_id = t.trace_id
+    union
+    select trace_id, unit from touched
+),
+
+turn_traces as (
+    select t.trace_id, x.unit from turnlens_all_trace_turns as t join touched_turns as x using (turn_id)
+    union
+    select trace_id, unit from touched
+),
+
+keyed as (
+    select trace_id, unit from turn_traces
+    union
+    select k.trace_id, s.unit
+    from turnlens_all_trace_keys as k
+    join (
+        select distinct k.idempotency_key, x.unit from turnlens_all_trace_keys as k join turn_traces as x using (trace_id)
+    ) as s using (idempotency_key)
+)
+
+select trace_id, unit from keyed
+union
+select l.linked_trace_id, k.unit from turnlens_all_trace_links as l join keyed as k using (trace_id);
 
 -- step: shuffle
 -- one pass over the store: every stored copy of each unit's input traces written to that unit's own files
