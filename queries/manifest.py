@@ -102,7 +102,11 @@ class Manifest:
     def table_files(self, table: str, parts: list[str] | None = None) -> list[str]:
         """The files holding a table's rows (of some partitions) and its zero-row file."""
         chosen = sorted(self.partitions) if parts is None else parts
-        return [str(self.partition_file(table, part)) for part in chosen] + [str(self.template_file(table))]
+        # str(partition_file(...)) by formatting: a catalogue names every partition's file of every table at
+        # each new version, and building a Path per file was most of that (0.36 of 0.75 s at 720 partitions)
+        folder = f"{self.folder}/{table}"
+        files = [f"{folder}/p={part}/v{self.partitions[part]}.parquet" for part in chosen]
+        return files + [str(self.template_file(table))]
 
     def delta_file(self, table: str, version: int) -> Path:
         return self.folder / DELTA_DIR / f"{table}-v{version}.parquet"
@@ -243,6 +247,7 @@ def apply_snapshot_sql(
     """Creates the catalogue's reads of the derived state (CATALOG_FILES) on `con`; with `values_only`, on a
     catalogue that reads another version already, only what names the version's files and watermark."""
     listed = sqlfiles.read_order(DERIVED_SQL)
+    lists: dict[str, dict[str, str]] = {}  # each table's file lists, built once for the three files
     values = {
         "segments": sqlfiles.sql_string(segments_glob),
         "watermark": str(int(manifest.watermark)),
@@ -268,7 +273,7 @@ def apply_snapshot_sql(
         if name not in listed:
             raise sqlfiles.CatalogError(f"{DERIVED_SQL / '_order'} does not list {name}")
         # the identity tables are read as files (above)
-        apply_sql(con, name, values, manifest, VIEWS, values_only=values_only)
+        apply_sql(con, name, values, manifest, VIEWS, values_only=values_only, lists=lists)
 
 
 def apply_sql(
@@ -279,11 +284,20 @@ def apply_sql(
     tables: tuple[str, ...] = TABLES,
     temp: bool = False,
     values_only: bool = False,
+    lists: dict[str, dict[str, str]] | None = None,
 ) -> None:
     """Runs one file of derived/ on `con`: a statement naming {{table}} once per table (with its file lists),
     one naming {{view}} once per view; `temp` makes its views and macros temporary (the materialiser's
     connection); `values_only` runs only the statements naming a value of the manifest (the others read
-    those through the macros: they stay as they are)."""
+    those through the macros: they stay as they are). `lists` keeps each table's file lists for the next
+    call on the same manifest: each names every partition's file, and stats it to order the list."""
+    lists = {} if lists is None else lists
+
+    def current_values(table: str) -> dict[str, str]:
+        if table not in lists:
+            lists[table] = manifest.current_values(table)
+        return lists[table]
+
     for statement in sqlfiles.split_statements((DERIVED_SQL / name).read_text()):
         if values_only and not set(_PLACEHOLDER.findall(statement)) - {"table", "view"}:
             continue
@@ -292,12 +306,12 @@ def apply_sql(
             statement = statement.replace("create or replace macro", "create or replace temp macro")
         if "{{table}}" in statement:
             for table in tables:
-                con.execute(fill(statement, {**values, **manifest.current_values(table)}))
+                con.execute(fill(statement, {**values, **current_values(table)}))
         elif "{{view}}" in statement:
             for view in VIEWS:
                 con.execute(fill(statement, {**values, "view": view}))
         else:
-            con.execute(fill(statement, {**values, **manifest.current_values("trace_turns")}))
+            con.execute(fill(statement, {**values, **current_values("trace_turns")}))
 
 
 def apply_no_state(con: duckdb.DuckDBPyConnection) -> None:
