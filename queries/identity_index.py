@@ -18,16 +18,19 @@ partition that may hold the value: a collision can only add a partition to read,
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
 from turnlens.collector import segments
-from turnlens.queries.manifest import Manifest, sql_list
+from turnlens.queries import sqlfiles
+from turnlens.queries.manifest import IDENTITY, Manifest, lookup_files, read_manifest, sql_list
 
 # what a run maps to partitions: (kind, identity table, column)
 KINDS = (
@@ -176,10 +179,10 @@ def _current(manifest: Manifest, run: Mapping[str, Any], part: str) -> bool:
     return part in manifest.partitions and manifest.partitions[part] == run["parts"][part]
 
 
-def hashes(con: duckdb.DuckDBPyConnection, query: str) -> np.ndarray:
+def hashes(con: duckdb.DuckDBPyConnection, query: str, params: Mapping[str, Any] | None = None) -> np.ndarray:
     """The sorted distinct hashes of the one column `query` returns (non-null values)."""
     fetched = con.execute(
-        f"select distinct {HASH}(v) as h from ({query}) as q(v) where v is not null"
+        f"select distinct {HASH}(v) as h from ({query}) as q(v) where v is not null", params
     ).fetchnumpy()
     return np.unique(np.ma.getdata(fetched["h"]).astype(np.uint64))
 
@@ -238,3 +241,129 @@ def restricted(manifest: Manifest, parts: Iterable[str] | None) -> Manifest:
         return manifest
     wanted = set(parts)
     return replace(manifest, partitions={p: v for p, v in manifest.partitions.items() if p in wanted})
+
+
+# One turn's lookups on a reader's connection (snapshot.sql's turn_traces_of and key_traces_of, which
+# turn_queries.hold runs) read the identity files of every partition unless a session variable names fewer: a
+# store keeping 30 days of hour partitions has 720 of each table. `narrowed` names the few the index says can
+# hold the rows a lookup joins, as a refresh's touched phase does (queries/materialize.py, `_touched`).
+LOOKUP_VARIABLE = "turnlens_lookup_{table}"
+NARROW_FROM = (
+    8  # partitions a manifest names before a lookup narrows its reads: below, reading all costs less
+)
+
+
+@contextmanager
+def narrowed(con: duckdb.DuckDBPyConnection) -> Iterator[Narrowing | None]:
+    """A Narrowing of `con`'s one-turn lookups, or None where they read every partition: a connection to no
+    store's catalogue, a catalogue of no derived state or of another version than the manifest's (a new one
+    was published since the catalogue was opened), an index that is not whole, few partitions. The variables
+    are cleared when the block ends, so the connection's later lookups read every partition again."""
+    manifest = _catalogue_manifest(con)
+    if manifest is None or len(manifest.partitions) < NARROW_FROM or not whole(manifest):
+        yield None
+        return
+    narrowing = Narrowing(con, manifest)
+    try:
+        yield narrowing
+    finally:
+        for table in IDENTITY:
+            con.execute(f"reset variable {LOOKUP_VARIABLE.format(table=table)}")
+
+
+def _catalogue_manifest(con: duckdb.DuckDBPyConnection) -> Manifest | None:
+    """The manifest whose files `con`'s catalogue reads, if it is still the store's current one."""
+    try:
+        [(path,)] = con.execute(
+            "select path from duckdb_databases() where database_name = current_database()"
+        ).fetchall()
+        [(generation,)] = con.execute("select generation from turnlens_snapshot").fetchall()
+    except (duckdb.Error, ValueError):
+        return None
+    if not path or generation is None:
+        return None
+    manifest = read_manifest(Path(path).parent)
+    return manifest if manifest is not None and manifest.generation == generation else None
+
+
+@dataclass
+class Narrowing:
+    """Runs a hold step of queries/turn/ over the identity files of only the partitions the index names for
+    what it joins on, reading more until the index names no other: then each join of the lookup has seen every
+    row of the store it matches, and the step's result is what a read of every partition gives."""
+
+    con: duckdb.DuckDBPyConnection
+    manifest: Manifest
+    parts: set[str] = field(default_factory=set)
+
+    def turn_traces(self, script: str, params: Mapping[str, Any], turns: list[str]) -> None:
+        """Runs `script` (turn_traces_of(turns) into turnlens_turn_traces). It joins trace_turns on the turn
+        ids, and trace_links on the traces it found (the trace linked to: a turn id is also the trace id of a
+        trace naming no turn) and on the traces linking (whose links are in the partitions of their turns)."""
+        ids = value_hashes(turns)
+        self._run(
+            script,
+            params,
+            {"turn": ids, "linked": ids, "trace": ids},
+            lambda found: {"linked": value_hashes(turns + found), "trace": value_hashes(found)},
+        )
+
+    def key_traces(self, script: str) -> None:
+        """Runs `script` (key_traces_of(turnlens_turn_traces)). It joins trace_keys on the held traces (their
+        keys are in the partitions of their turns) and on their keys, and trace_links on the traces it
+        adds."""
+        [(held,)] = self.con.execute("select getvariable('turnlens_turn_traces')").fetchall()
+        self._run(
+            script,
+            {},
+            {"trace": value_hashes(held)},
+            lambda found: {"trace": value_hashes(found), "key": value_hashes(self._keys(held))},
+            held,
+        )
+
+    def _run(
+        self,
+        script: str,
+        params: Mapping[str, Any],
+        first: Mapping[str, np.ndarray],
+        probes: Callable[[list[str]], Mapping[str, np.ndarray]],
+        held: list[str] | None = None,
+    ) -> None:
+        """Runs `script` (which reads `held` from turnlens_turn_traces, if given, and sets it) until the index
+        names no partition beyond those read for what it found (`probes`)."""
+        needed = lookup(self.manifest, first)
+        while True:
+            self.parts |= needed
+            self._read(self.parts)
+            sqlfiles.execute_script(self.con, script, params)
+            [(found,)] = self.con.execute("select getvariable('turnlens_turn_traces')").fetchall()
+            needed = lookup(self.manifest, probes(list(found or [])))
+            if needed <= self.parts:
+                return
+            if held is not None:  # the next run reads the step's input again, not what this one set
+                self.con.execute("set variable turnlens_turn_traces = $held::varchar[]", {"held": held})
+
+    def _read(self, parts: set[str]) -> None:
+        """Points the lookups at these partitions' identity files and every delta's."""
+        narrow = restricted(self.manifest, parts)
+        lists = {LOOKUP_VARIABLE.format(table=table): lookup_files(narrow, table) for table in IDENTITY}
+        # SET takes no bound parameters
+        self.con.execute(
+            ";".join(f"set variable {name} = {sql_list(files)}" for name, files in lists.items())
+        )
+
+    def _keys(self, traces: list[str]) -> list[str]:
+        [(keys,)] = self.con.execute(
+            "select idempotency_keys_of($traces::varchar[])", {"traces": traces}
+        ).fetchall()
+        return list(keys)
+
+
+def value_hashes(values: Iterable[str]) -> np.ndarray:
+    """The sorted distinct hashes of these strings, as HASH gives them (the lower 64 bits of their MD5, read
+    as a little-endian number), computed here: a lookup of a few values needs no query."""
+    return np.unique(
+        np.array(
+            [int.from_bytes(hashlib.md5(v.encode()).digest()[8:], "little") for v in values], dtype=np.uint64
+        )
+    )

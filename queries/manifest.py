@@ -241,6 +241,14 @@ def fill(sql: str, values: Mapping[str, str]) -> str:
     return sql
 
 
+def lookup_files(manifest: Manifest, table: str) -> list[str]:
+    """An identity table's files for the one-turn lookups of snapshot.sql: its base files and deltas (a
+    superset they filter)."""
+    return read_order(
+        manifest.table_files(table) + manifest.delta_files(table), str(manifest.template_file(table))
+    )
+
+
 def apply_snapshot_sql(
     con: duckdb.DuckDBPyConnection, segments_glob: str, manifest: Manifest, values_only: bool = False
 ) -> None:
@@ -258,16 +266,7 @@ def apply_snapshot_sql(
         "complete": "true" if manifest.complete else "false",
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
         "index_segments_files": sql_list(manifest.chunk_files("segments")),
-        # the identity tables' files for the one-turn lookups: base files and deltas (a superset they filter)
-        **{
-            f"{table}_files": sql_list(
-                read_order(
-                    manifest.table_files(table) + manifest.delta_files(table),
-                    str(manifest.template_file(table)),
-                )
-            )
-            for table in IDENTITY
-        },
+        **{f"{table}_files": sql_list(lookup_files(manifest, table)) for table in IDENTITY},
     }
     for name in CATALOG_FILES:
         if name not in listed:

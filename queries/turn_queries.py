@@ -5,7 +5,8 @@ NAME_of_turn` all run these files of `queries/turn/`, each with one row shape an
 their traces, hold_keys.sql adds the traces sharing their idempotency keys, which the detectors need,
 hold_read.sql reads them all once); every query of QUERIES then reads those tables and keeps the held turns'
 rows, whether one turn (the page) or an incident's many (the export). Holding again on the same connection
-replaces what was held.
+replaces what was held. On a store of many partitions, finding the traces reads the identity of only the
+partitions the identity index names for the turns (identity_index.narrowed).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import duckdb
-from turnlens.queries import sqlfiles
+from turnlens.queries import identity_index, sqlfiles
 
 T = TypeVar("T")
 
@@ -67,9 +68,16 @@ def hold(
     if len(sessions) != len(turns):
         raise ValueError(f"{len(sessions)} sessions for {len(turns)} turns: the lists go in pairs")
     params = {"sessions": list(sessions), "turns": list(turns)}
-    sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD}.sql").read_text(), params)
-    if keys:
-        sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD_KEYS}.sql").read_text(), {})
+    find, share = (TURN_SQL / f"{HOLD}.sql").read_text(), (TURN_SQL / f"{HOLD_KEYS}.sql").read_text()
+    with identity_index.narrowed(con) as narrowing:
+        if narrowing is None:
+            sqlfiles.execute_script(con, find, params)
+            if keys:
+                sqlfiles.execute_script(con, share, {})
+        else:
+            narrowing.turn_traces(find, params, list(turns))
+            if keys:
+                narrowing.key_traces(share)
     sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD_READ}.sql").read_text(), {})
 
 

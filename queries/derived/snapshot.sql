@@ -39,13 +39,27 @@ left join (
 -- later delta replaced included, a superset the live queries filter) plus the copies received after the watermark,
 -- instead of a scan of the whole store: one turn's named queries (its timeline, its findings) stay live and read only
 -- its traces.
+--
+-- The identity files the one-turn lookups below read: every partition's and every delta's, unless a reader set the
+-- session variable of a table to the few files the identity index names for the turns it looks up
+-- (queries/identity_index.py, narrowed: one turn's lookup then reads the partitions that can hold its rows, not every
+-- partition of a store that keeps 30 days). Unset or null, a lookup reads them all.
+create or replace macro turnlens_lookup_trace_turns() as
+coalesce(getvariable('turnlens_lookup_trace_turns'), {{trace_turns_files}});
+
+create or replace macro turnlens_lookup_trace_keys() as
+coalesce(getvariable('turnlens_lookup_trace_keys'), {{trace_keys_files}});
+
+create or replace macro turnlens_lookup_trace_links() as
+coalesce(getvariable('turnlens_lookup_trace_links'), {{trace_links_files}});
+
 create or replace macro turn_traces_of(turns) as (
     with new_copies as (
         select trace_id, span_turn_id, links from span_copies() where received_unix_nano > {{watermark}}
     ),
 
     links as (  -- union all: a duplicate costs less than de-duplicating every link of the store
-        select trace_id, linked_trace_id from read_parquet({{trace_links_files}}, hive_partitioning = false)
+        select trace_id, linked_trace_id from read_parquet(turnlens_lookup_trace_links(), hive_partitioning = false)
         union all
         select trace_id, unnest(list_transform(links, lambda link: link.trace_id)) as linked_trace_id
         from new_copies
@@ -53,7 +67,7 @@ create or replace macro turn_traces_of(turns) as (
     ),
 
     naming as (
-        select trace_id from read_parquet({{trace_turns_files}}, hive_partitioning = false)
+        select trace_id from read_parquet(turnlens_lookup_trace_turns(), hive_partitioning = false)
         -- the range is a filter the scan applies to the files' sorted row groups
         where turn_id between list_min(turns) and list_max(turns) and list_contains(turns, turn_id)
         union
@@ -75,28 +89,38 @@ create or replace macro turn_traces_of(turns) as (
     )
 );
 
+-- turnlens_lookup_keys(): every (trace_id, idempotency_key) of the identity files and of the copies received since
+create or replace macro turnlens_lookup_keys() as table
+with new_copies as (
+    select trace_id, attributes, events from span_copies() where received_unix_nano > {{watermark}}
+)
+
+select trace_id, idempotency_key from read_parquet(turnlens_lookup_trace_keys(), hive_partitioning = false)
+union all  -- union all, as in turn_traces_of
+select * from turnlens_trace_keys_of('new_copies');
+
+-- idempotency_keys_of(traces): the idempotency keys those traces carry, which key_traces_of looks the other traces up by
+create or replace macro idempotency_keys_of(traces) as (
+    select coalesce(list(distinct idempotency_key), []::varchar[])
+    from turnlens_lookup_keys()
+    where list_contains(traces, trace_id)
+);
+
 create or replace macro key_traces_of(traces) as (
     with new_copies as (
-        select trace_id, attributes, events, links from span_copies() where received_unix_nano > {{watermark}}
-    ),
-
-    keys as (  -- union all, as in turn_traces_of
-        select trace_id, idempotency_key from read_parquet({{trace_keys_files}}, hive_partitioning = false)
-        union all
-        select * from turnlens_trace_keys_of('new_copies')
+        select trace_id, links from span_copies() where received_unix_nano > {{watermark}}
     ),
 
     links as (
-        select trace_id, linked_trace_id from read_parquet({{trace_links_files}}, hive_partitioning = false)
+        select trace_id, linked_trace_id from read_parquet(turnlens_lookup_trace_links(), hive_partitioning = false)
         union all
         select * from turnlens_trace_links_of('new_copies')
     ),
 
     sharing as (
         select distinct trace_id
-        from keys
-        where idempotency_key in (select idempotency_key from keys where list_contains(traces, trace_id))
-            and not list_contains(traces, trace_id)
+        from turnlens_lookup_keys()
+        where list_contains(idempotency_keys_of(traces), idempotency_key) and not list_contains(traces, trace_id)
     )
 
     select list_distinct(list_concat(

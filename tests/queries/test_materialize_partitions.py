@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ from turnlens.collector import compaction
 from turnlens.kernel import contract as c
 from turnlens.kernel.layout import segments_glob
 from turnlens.kernel.schema import SEGMENT_SCHEMA
-from turnlens.queries import catalog, materialize
+from turnlens.queries import catalog, identity_index, materialize, turn_queries
 from turnlens.queries import manifest as derived_manifest
 
 T0_MS = 1_795_000_000_000  # the given rows' T0 (tests/queries/conftest.py): 2026-11-18 11:06:40 UTC
@@ -338,6 +339,67 @@ def test_a_refresh_reads_the_identity_of_only_the_partitions_its_turns_reach(
     indexed = staged.refresh(57 * MINUTE_MS + 1000, deltas_max=0)
     assert indexed["touched_turns"] == 2 and indexed["identity_partitions_read"] == 1, "turn 2's: k-2"
     staged.assert_equal_to_live()
+
+
+def test_one_turns_lookups_read_only_the_partitions_holding_its_rows_and_answer_as_a_read_of_all(
+    staged: StagedStore, contract_turn: Any, span: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # six turns ten minutes apart folded into their partitions' base files: old0 committed an invoice under
+    # k-shared and old5 charged it (the key is matched across turns), and a job of its own turn eleven
+    # minutes after old1 links to old1's trace (it inherits old1's identity)
+    turns = [
+        shifted(
+            contract_turn(
+                turn=f"old{n}", trace=f"to{n}", session=f"s-o{n}",
+                key="k-shared" if n in (0, 5) else f"k-{n}", charged=n != 0,
+            ),
+            n * 10 * MINUTE_MS,
+        )
+        for n in range(6)
+    ]
+    job = span("background.job", 21 * MINUTE_MS, 21 * MINUTE_MS + 500, trace="job", session="s-j",
+               turn="jobturn", layer="runtime", links=[("to1", "http")])
+    staged.send([row for turn in turns for row in turn] + [job], at_ms=61 * MINUTE_MS)
+    staged.refresh(61 * MINUTE_MS + 1000, deltas_max=0)
+    partitions = staged.partitions()
+    assert len(partitions) >= 6
+
+    traces = [f"to{n}" for n in range(6)]  # the given rows' trace names (their ids: the names' MD5)
+    hold, hold_keys = ((turn_queries.TURN_SQL / f"{name}.sql").read_text() for name in ("hold", "hold_keys"))
+    names = sorted(turn_queries.load())
+    monkeypatch.setattr(identity_index, "NARROW_FROM", 1)
+    with catalog.connect(staged.dir) as con:
+
+        def read(session: str, turn: str) -> tuple[set[str], list[str]]:
+            """The partitions one turn's lookups read and the traces they hold."""
+            with identity_index.narrowed(con) as narrowing:
+                assert narrowing is not None
+                narrowing.turn_traces(hold, {"sessions": [session], "turns": [turn]}, [turn])
+                narrowing.key_traces(hold_keys)
+                [(held,)] = con.execute("select getvariable('turnlens_turn_traces')").fetchall()
+                by_id = {hashlib.md5(name.encode()).hexdigest(): name for name in ("job", *traces)}
+                return narrowing.parts, sorted(by_id[trace] for trace in held)
+
+        # old2 shares nothing: its own partition; old0 reaches old5's by its key, old1 the job's by its link
+        old2_parts, old2_traces = read("s-o2", "old2")
+        assert len(old2_parts) == 1 and old2_traces == ["to2"]
+        old0_parts, old0_traces = read("s-o0", "old0")
+        assert len(old0_parts) == 2 and old0_traces == ["to0", "to5"]
+        old1_parts, old1_traces = read("s-o1", "old1")
+        assert len(old1_parts) == 2 and old1_traces == ["job", "to1"]
+
+        # every turn query of every turn answers as it does reading every partition
+        def rows(found: duckdb.DuckDBPyConnection) -> list[tuple]:
+            return found.fetchall()
+
+        for session, turn in [(f"s-o{n}", f"old{n}") for n in range(6)] + [("s-j", "jobturn")]:
+            narrowed = turn_queries.run_all(con, [session], [turn], names, rows)
+            with monkeypatch.context() as whole:
+                whole.setattr(identity_index, "NARROW_FROM", 10**9)
+                everything = turn_queries.run_all(con, [session], [turn], names, rows)
+            assert narrowed == everything, turn
+        unbilled = turn_queries.run_all(con, ["s-o0"], ["old0"], ["findings"], rows)
+        assert not any("unbilled_side_effect" in row for row in unbilled["findings"]), "old5's charge is seen"
 
 
 def test_retention_drops_a_days_partitions_without_a_rebuild(staged: StagedStore, contract_turn: Any) -> None:
