@@ -1,7 +1,6 @@
--- The newest turns by their first span, read from the spans alone (no detector runs): where to start looking.
+-- The newest turns by their first span, from the per-turn state (the derived `turns`, once built): where to start looking.
 --   $limit: how many turns.
-select session_id, turn_id, make_timestamp(min(wall_ns) // 1000) as started_at, count(*) as spans
-from spans
-group by session_id, turn_id
-order by min(wall_ns) desc, turn_id
+select session_id, turn_id, started_at, spans
+from turns
+order by started_wall_ns desc, turn_id
 limit $limit::integer;
