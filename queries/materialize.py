@@ -87,6 +87,9 @@ SPILL_DIR = ".spill"
 ROLLUP_AFTER_S = 15 * 60  # an hour whose end is this far behind the watermark is rolled up into one partition
 # a full build's first pass, kept until the build is whole (`.build-v<N>/`): the temporary table of each file
 PLAN_PREFIX = ".build-v"
+# written by a run before it writes anything, removed once it has ended well: found by the next run, it says a
+# run died (or failed) and may have left partition files no manifest names
+RUNNING_FILE = ".running"
 PLAN_FILE = "plan.json"
 PLAN_TABLES = {
     "turnlens_all_trace_turns": "trace_turns",
@@ -393,6 +396,9 @@ def materialize(
             previous = current_snapshot(store_dir)
         with _timed("remove unpublished"):
             _remove_unpublished(store_dir, found)
+            running = store_dir / DERIVED_DIR / RUNNING_FILE
+            segments.ensure_dir(running.parent)
+            running.write_text(f"{os.getpid()}\n")
         version = (found.version if found else 0) + 1
         with _timed("connect"):
             con = _connect(store_dir, segments_glob, threads, memory_limit)
@@ -418,6 +424,7 @@ def materialize(
         with _timed("retire"):
             _retire(store_dir, manifest, found, run.published[:-1], grace_s)
             _remove_old_format(store_dir, grace_s)
+        running.unlink(missing_ok=True)
     if summary["mode"] == "refresh":
         # when its rows were readers': before a fold and a roll-up the same run goes on with
         summary["fresh_seconds"] = round(run.published_at[0] - started, 3)
@@ -506,9 +513,16 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     manifest newer than the current one (it died between the two renames of its publish), which the next
     run's version would otherwise reuse. A full build publishes one version again and again, a bucket at a
     time: its partition files of that version that the manifest does not name are its unpublished buckets.
-    The first pass of an incomplete build stays: the next run resumes from it."""
+    The first pass of an incomplete build stays: the next run resumes from it.
+
+    The partitions' folders (11 tables x every partition: 720 partitions for 30 days of hours) are swept only
+    when a run may have left files there: the last run did not end well (RUNNING_FILE is there), there is no
+    manifest, or a full build is not finished. A run that ended well left none, and listing every folder at
+    each refresh cost 0.08 s at 150 partitions. (A run that died before RUNNING_FILE existed, under an older
+    turnlens, may leave files that are then never swept; no manifest names them, so no reader sees them.)"""
     newest = found.version if found else 0
     folder = store_dir / DERIVED_DIR
+    died = (folder / RUNNING_FILE).exists() or found is None or not found.complete
     resumable = f"{PLAN_PREFIX}{found.plan}" if found is not None and found.plan is not None else None
     for plan in folder.glob(f"{PLAN_PREFIX}*"):
         if plan.name != resumable:
@@ -517,24 +531,12 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     for path in folder.glob(f"{MANIFESTS_DIR}/v*.json"):
         if path.stem[1:].isdigit() and int(path.stem[1:]) > newest:
             path.unlink(missing_ok=True)
-    temporary = (
-        ".*.tmp",
-        f"{MANIFESTS_DIR}/.*.tmp",
-        "*/*/.v*.parquet.rollup",
-        f"{INDEX_DIR}/.*.merge",
-        f"{INDEX_DIR}/.*.tmp",
-    )
-    for pattern in temporary:
+    temporary = (".*.tmp", f"{MANIFESTS_DIR}/.*.tmp", f"{INDEX_DIR}/.*.merge", f"{INDEX_DIR}/.*.tmp")
+    for pattern in (*temporary, "*/*/.v*.parquet.rollup") if died else temporary:
         for path in folder.glob(pattern):
             path.unlink(missing_ok=True)
-    named = found.files() if found else set()
-    for path in folder.glob("*/*/v*.parquet"):  # a later version's partition files, an unpublished bucket's
-        version = int(path.stem[1:])
-        if version > newest or (version == newest and str(path) not in named):
-            path.unlink(missing_ok=True)
-    for path in folder.glob("*/*/.v*.slice-*.parquet"):  # never named: a bucket's slices, before their join
-        if int(path.name[2:].split(".", 1)[0]) >= newest:
-            path.unlink(missing_ok=True)
+    if died:
+        _remove_unpublished_partitions(folder, found)
     for path in [
         *folder.glob(f"{INDEX_DIR}/*-v*.parquet"),
         *folder.glob(f"{INDEX_DIR}/*-v*.npy"),
@@ -545,6 +547,20 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
             path.unlink(missing_ok=True)
     for shuffle in folder.glob(".shuffle-v*"):  # a full build's per-unit inputs: only that build reads them
         shutil.rmtree(shuffle, ignore_errors=True)
+
+
+def _remove_unpublished_partitions(folder: Path, found: Manifest | None) -> None:
+    """Removes the partition files no manifest names that a run which died wrote: a later version's, an
+    unpublished bucket's of the current one, a bucket's slices before their join."""
+    newest = found.version if found else 0
+    named = found.files() if found else set()
+    for path in folder.glob("*/*/v*.parquet"):  # a later version's partition files, an unpublished bucket's
+        version = int(path.stem[1:])
+        if version > newest or (version == newest and str(path) not in named):
+            path.unlink(missing_ok=True)
+    for path in folder.glob("*/*/.v*.slice-*.parquet"):  # never named: a bucket's slices, before their join
+        if int(path.name[2:].split(".", 1)[0]) >= newest:
+            path.unlink(missing_ok=True)
 
 
 def _remove_old_format(store_dir: Path, grace_s: float) -> None:
