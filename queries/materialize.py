@@ -90,6 +90,9 @@ PLAN_PREFIX = ".build-v"
 # written by a run before it writes anything, removed once it has ended well: found by the next run, it says a
 # run died (or failed) and may have left partition files no manifest names
 RUNNING_FILE = ".running"
+# stored copies a full build resolves each trace's identity over at once (whole_store_identity), past which it
+# does so a chunk of the traces at a time (10M at once peaked at 1.4 GB with a 1 GB limit; 30M ran out)
+IDENTITY_CHUNK_COPIES = 4_000_000
 PLAN_FILE = "plan.json"
 PLAN_TABLES = {
     "turnlens_all_trace_turns": "trace_turns",
@@ -910,7 +913,14 @@ def _full_build(
     present = run.present_segments()
     for folder in run.folder.glob(f"{PLAN_PREFIX}*"):  # another build's first pass: this one replaces it
         _remove_tree(folder)
-    run.step("whole_store_identity")
+    chunks = -(-run.stored_copies() // IDENTITY_CHUNK_COPIES)
+    if chunks <= 1:
+        run.step("whole_store_identity")
+    else:
+        run.step("identity_chunks")
+        for chunk in range(chunks):
+            run.step("identity_chunk", params={"chunk": chunk, "chunks": chunks})
+    run.step("whole_store_keys_links")
     sizes: dict[str, int] = defaultdict(int)
     for part, spans in run.step("turn_sizes", params={"cutoff": run.cutoff}).fetchall():
         sizes[part] += int(spans)

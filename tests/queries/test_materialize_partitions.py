@@ -402,6 +402,57 @@ def test_one_turns_lookups_read_only_the_partitions_holding_its_rows_and_answer_
         assert not any("unbilled_side_effect" in row for row in unbilled["findings"]), "old5's charge is seen"
 
 
+def test_a_full_build_resolving_identity_a_chunk_of_traces_at_a_time_equals_the_live_views(
+    staged: StagedStore, contract_turn: Any, span: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a store past IDENTITY_CHUNK_COPIES resolves each trace's turn a chunk of traces at a time: a job naming
+    # no turn inherits the identity of the trace it links to, which a chunk must read although it is another's
+    turns = [
+        shifted(contract_turn(turn=f"t{n}", trace=f"tr{n}", session=f"s{n}", key=f"k{n}"), n * 10 * MINUTE_MS)
+        for n in range(4)
+    ]
+    jobs = [
+        span("background.job", (n * 10 + 2) * MINUTE_MS, (n * 10 + 2) * MINUTE_MS + 500, trace=f"job{n}",
+             session=None, turn=None, layer="runtime", links=[(f"tr{n}", "http")])
+        for n in range(4)
+    ]
+    staged.send([row for turn in turns for row in turn] + jobs, at_ms=41 * MINUTE_MS)
+    monkeypatch.setattr(materialize, "IDENTITY_CHUNK_COPIES", 10)
+
+    # the identity the chunks resolve is the one a single pass over the store resolves
+    con = materialize._connect(staged.dir, staged.glob, 1, None)
+    steps = materialize.build_steps()
+
+    def step(name: str, params: dict[str, int] | None = None) -> None:
+        for statement in catalog.split_statements(steps[name]):
+            con.execute(statement, catalog._params_of(statement, params or {}))
+
+    step("whole_store_identity")
+    one_pass = con.execute("select * from turnlens_all_trace_turns order by all").fetchall()
+    [(copies,)] = con.execute("select count(*) from span_copies()").fetchall()
+    chunks = -(-copies // materialize.IDENTITY_CHUNK_COPIES)
+    step("identity_chunks")
+    for chunk in range(chunks):
+        step("identity_chunk", {"chunk": chunk, "chunks": chunks})
+    assert con.execute("select * from turnlens_all_trace_turns order by all").fetchall() == one_pass
+    crossing = con.execute(
+        "select count(*) from (select unnest($jobs) as job, unnest($traces) as trace)"
+        " where hash(job) % $chunks <> hash(trace) % $chunks",
+        {"jobs": [hashlib.md5(f"job{n}".encode()).hexdigest() for n in range(4)],
+         "traces": [hashlib.md5(f"tr{n}".encode()).hexdigest() for n in range(4)], "chunks": chunks},
+    ).fetchall()
+    assert crossing[0][0] > 0, "a job and the trace it links to fall in different chunks"
+    con.close()
+
+    built = staged.refresh(41 * MINUTE_MS + 1000, full=True)
+    assert built["mode"] == "full" and "identity_chunk" in built["step_seconds"]
+    staged.assert_equal_to_live()
+    with catalog.connect(staged.dir) as con:
+        spans = dict(con.execute("select turn_id, spans from turns").fetchall())
+    assert all(spans[f"t{n}"] == len(turns[n]) + 1 for n in range(4)), "each job's span counted in its turn"
+    assert not any(turn.startswith("job") or len(turn) == 32 for turn in spans), "no job is a turn of its own"
+
+
 def test_retention_drops_a_days_partitions_without_a_rebuild(staged: StagedStore, contract_turn: Any) -> None:
     first_day = contract_turn(turn="day1", key="k-day1", trace="d1", session="s-d1")
     # a turn that starts before midnight and ends after: retention takes its first part with the first day

@@ -33,13 +33,47 @@ from read_parquet({{previous_index_traces_files}}, hive_partitioning = false)
 where list_contains({{gone_segments}}, file);
 
 -- step: whole_store_identity
--- a full build: every trace's turn, start and size, its keys and links, over the whole store (narrow columns; DuckDB
--- spills to disk past its memory limit), held so that each bucket seeds its traces from them
+-- a full build: every trace's turn, start and size over the whole store, held so that each bucket seeds its traces
+-- from it (with whole_store_keys_links). In one pass while the store is small enough (queries/materialize.py,
+-- IDENTITY_CHUNK_COPIES), else in chunks (identity_chunk)
 create or replace temp table turnlens_all_trace_turns as
 select trace_id, session_id, turn_id, min(start_time_unix_nano) as started, count(*) as spans
 from spans
 group by all;
 
+-- step: identity_chunks
+create or replace temp table turnlens_all_trace_turns (
+    trace_id varchar, session_id varchar, turn_id varchar, started bigint, spans bigint
+);
+
+create or replace temp table turnlens_chunk_traces (trace_id varchar);
+
+-- step: identity_chunk
+-- whole_store_identity for the traces of one chunk ($chunk of $chunks, by a hash of the trace id): the spans view's
+-- resolution over the copies of the chunk's traces and of the traces they link to (whose identity a linking trace
+-- inherits: its own copies decide it), keeping the chunk's own traces. The resolution holds the copies it reads in
+-- memory (or spilled) for its several parts; over the whole store of 30M spans at once it outgrew the memory limit
+delete from turnlens_chunk_traces;
+
+insert into turnlens_chunk_traces
+select trace_id from span_copies() where hash(trace_id) % $chunks = $chunk
+union
+select unnest(list_transform(links, lambda link: link.trace_id))
+from span_copies()
+where hash(trace_id) % $chunks = $chunk and len(links) > 0;
+
+insert into turnlens_all_trace_turns
+with chunk_copies as not materialized (
+    select * from span_copies() semi join turnlens_chunk_traces using (trace_id)
+)
+
+select trace_id, session_id, turn_id, min(start_time_unix_nano) as started, count(*) as spans
+from spans_resolved('chunk_copies')
+where hash(trace_id) % $chunks = $chunk
+group by all;
+
+-- step: whole_store_keys_links
+-- every trace's keys and links over the whole store (narrow: DuckDB spills to disk past its memory limit)
 create or replace temp view turnlens_all_copies as
 select trace_id, attributes, events, links from span_copies();
 
