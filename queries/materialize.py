@@ -93,6 +93,10 @@ RUNNING_FILE = ".running"
 # stored copies a full build resolves each trace's identity over at once (whole_store_identity), past which it
 # does so a chunk of the traces at a time (10M at once peaked at 1.4 GB with a 1 GB limit; 30M ran out)
 IDENTITY_CHUNK_COPIES = 4_000_000
+# units whose inputs one pass over the store writes (unit_inputs, shuffle): one pass for the 121 units of 30M
+# spans ran out of memory (DuckDB buffers each unit's rows), a pass per unit would read the store per unit; 16
+# units of 250,000 copies are 4M copies
+UNITS_PER_PASS = 16
 PLAN_FILE = "plan.json"
 PLAN_TABLES = {
     "turnlens_all_trace_turns": "trace_turns",
@@ -1118,11 +1122,12 @@ def _shuffle(run: _Run, units: list[int], present: list[str]) -> Path:
     shuffle = run.folder / f".shuffle-v{run.version}"
     _remove_tree(shuffle)
     shuffle.mkdir(parents=True)
-    run.step("unit_inputs", params={"units": units})
     files = sql_list(read_order(present, run.placeholder))
-    if units:
-        # DuckDB's own flush threshold: a smaller one made the pass cost up to 2.5 times the CPU (many flushes
-        # of each thread's buffers) without lowering the peak, which the memory limit bounds either way
+    # a pass over the store per batch of units: DuckDB holds rows of every unit of a pass before it flushes
+    # them. DuckDB's own flush threshold: a smaller one made the pass cost up to 2.5 times the CPU (many
+    # flushes of each thread's buffers) without lowering the peak
+    for first in range(0, len(units), UNITS_PER_PASS):
+        run.step("unit_inputs", params={"units": units[first : first + UNITS_PER_PASS]})
         run.step(
             "shuffle",
             {
@@ -1131,6 +1136,7 @@ def _shuffle(run: _Run, units: list[int], present: list[str]) -> Path:
                 "turns_dir": catalog.sql_string(str(shuffle / "turns")),
             },
         )
+        run.step("next_units")
     for unit in units:  # a slice its hash gave no turn (a few large turns) reads zero-row files
         for kind in ("copies", "turns"):
             folder = shuffle / kind / f"unit={unit}"

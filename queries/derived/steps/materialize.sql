@@ -229,21 +229,28 @@ union
 select l.linked_trace_id, k.unit from turnlens_all_trace_links as l join keyed as k using (trace_id);
 
 -- step: shuffle
--- one pass over the store: every stored copy of each unit's input traces written to that unit's own files
--- ({{copies_dir}}/unit=<unit>/), with the segment it came from (`filename`, a retried copy's tie-break), and each
--- unit's turns ({{turns_dir}}/unit=<unit>/). A copy a trace of several units needs is written once per unit. Only the
--- units to compute have inputs: a resumed build's finished buckets get no files.
+-- one pass over the store for a batch of units (those turnlens_unit_inputs holds): every stored copy of each unit's
+-- input traces written to that unit's own files ({{copies_dir}}/unit=<unit>/), with the segment it came from
+-- (`filename`, a retried copy's tie-break), and each unit's turns ({{turns_dir}}/unit=<unit>/). A copy a trace of
+-- several units needs is written once per unit. Only the units to compute have inputs: a resumed build's finished
+-- buckets get no files. The batches' units differ, so each pass adds folders of its own to the same two
+-- (overwrite_or_ignore: the folders exist). DuckDB buffers rows per unit before it flushes them: 121 units of 30M
+-- spans in one pass ran out of memory
 copy (
     select c.*, i.unit
     from span_copies_in({{files}}) as c
     join turnlens_unit_inputs as i using (trace_id)
-) to {{copies_dir}} (format parquet, compression zstd, partition_by (unit));
+) to {{copies_dir}} (format parquet, compression zstd, partition_by (unit), overwrite_or_ignore);
 
 copy (
     select session_id, turn_id, unit
     from turnlens_unit_turns
     where unit in (select unit from turnlens_unit_inputs)
-) to {{turns_dir}} (format parquet, partition_by (unit));
+) to {{turns_dir}} (format parquet, partition_by (unit), overwrite_or_ignore);
+
+-- step: next_units
+-- before the next batch's unit_inputs
+delete from turnlens_unit_inputs;
 
 -- step: empty_unit_copies
 -- a unit its hash gave no turn (a slice of a few large turns) reads zero-row files with the shuffle's columns
