@@ -346,11 +346,11 @@ class Narrowing:
     def _read(self, parts: set[str]) -> None:
         """Points the lookups at these partitions' identity files and every delta's."""
         narrow = restricted(self.manifest, parts)
-        lists = {LOOKUP_VARIABLE.format(table=table): lookup_files(narrow, table) for table in IDENTITY}
-        # SET takes no bound parameters
-        self.con.execute(
-            ";".join(f"set variable {name} = {sql_list(files)}" for name, files in lists.items())
-        )
+        for table in IDENTITY:  # the variable's name is ours; the files are bound
+            self.con.execute(
+                f"set variable {LOOKUP_VARIABLE.format(table=table)} = $files::varchar[]",
+                {"files": lookup_files(narrow, table)},
+            )
 
     def _keys(self, traces: list[str]) -> list[str]:
         [(keys,)] = self.con.execute(
