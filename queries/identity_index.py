@@ -179,10 +179,10 @@ def _current(manifest: Manifest, run: Mapping[str, Any], part: str) -> bool:
     return part in manifest.partitions and manifest.partitions[part] == run["parts"][part]
 
 
-def hashes(con: duckdb.DuckDBPyConnection, query: str, params: Mapping[str, Any] | None = None) -> np.ndarray:
+def hashes(con: duckdb.DuckDBPyConnection, query: str) -> np.ndarray:
     """The sorted distinct hashes of the one column `query` returns (non-null values)."""
     fetched = con.execute(
-        f"select distinct {HASH}(v) as h from ({query}) as q(v) where v is not null", params
+        f"select distinct {HASH}(v) as h from ({query}) as q(v) where v is not null"
     ).fetchnumpy()
     return np.unique(np.ma.getdata(fetched["h"]).astype(np.uint64))
 
@@ -248,9 +248,8 @@ def restricted(manifest: Manifest, parts: Iterable[str] | None) -> Manifest:
 # store keeping 30 days of hour partitions has 720 of each table. `narrowed` names the few the index says can
 # hold the rows a lookup joins, as a refresh's touched phase does (queries/materialize.py, `_touched`).
 LOOKUP_VARIABLE = "turnlens_lookup_{table}"
-NARROW_FROM = (
-    8  # partitions a manifest names before a lookup narrows its reads: below, reading all costs less
-)
+# partitions a manifest names before a lookup narrows its reads: below, reading them all costs less
+NARROW_FROM = 8
 
 
 @contextmanager
