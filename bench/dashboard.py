@@ -14,7 +14,6 @@ after building a store), so it first says which snapshot it reads.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -34,11 +33,10 @@ PAGES = ("overview", "turns", "turn_detail", "side_effects", "tools", "alerts", 
 
 def _build_store(store: Path, spans: int) -> None:
     """The same store bench/queries.py builds: the simulator's fast mode through the collector's store."""
-    spec = importlib.util.spec_from_file_location("bench_queries", REPO / "bench" / "queries.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.build_store(store, spans)
+    sys.path.insert(0, str(REPO / "bench"))
+    from queries import build_store  # bench/queries.py, importable by name: its workers are spawned
+
+    build_store(store, spans)
     # the collector keeps the per-turn views materialised (`turnlens materialize`); so does the bench
     turnlens = str(Path(sys.executable).with_name("turnlens"))
     subprocess.run([turnlens, "materialize", "--store", str(store), "--margin", "0", "--quiet"], check=True)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -116,11 +117,16 @@ def spread_over_hours(con: duckdb.DuckDBPyConnection, table: pa.Table, hour: int
         con.unregister("copy_rows")
 
 
-def build_store(store: Path, spans: int, segment_rows: int = 500_000, hours: int = 1) -> None:
+def build_store(
+    store: Path, spans: int, segment_rows: int = 500_000, hours: int = 1, workers: int | None = None
+) -> None:
     """Decodes the simulator's fast-mode requests with the collector's decoder and writes them as the
     collector's segments, already at the size its compactor merges them to. With `hours` > 1, copy n of the
     fast mode's sessions is moved n % `hours` hours later, so the store holds that many hour partitions
     instead of one (a full build then has buckets to publish one by one).
+
+    The requests are dealt out to `workers` processes (default: one per core), each decoding every
+    `workers`-th request into its own segments: the same spans as one process writes, in other files.
 
     Appending through Store one request at a time would measure the store's group commit (each
     append waits until durable), which bench/store.py measures; here only the reads matter.
@@ -128,6 +134,18 @@ def build_store(store: Path, spans: int, segment_rows: int = 500_000, hours: int
     root = store / segments.SEGMENTS_DIR
     segments.ensure_layout(root)
     shutil.copy(REPO / "sample_data" / "tool_registry.toml", store / "tool_registry.toml")
+    workers = max(1, workers or os.cpu_count() or 1)
+    share = functools.partial(_build_share, root, spans, segment_rows, hours, workers)
+    if workers == 1:
+        share(0)
+    else:
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            pool.map(share, range(workers))
+    catalog.write_catalog(store, segments_glob(store))
+
+
+def _build_share(root: Path, spans: int, segment_rows: int, hours: int, workers: int, worker: int) -> None:
+    """Worker `worker`'s share of build_store: requests number worker, worker + workers, ..."""
     pending: list[pa.Table] = []
     rows = written = 0
     templates = build_templates()
@@ -138,23 +156,24 @@ def build_store(store: Path, spans: int, segment_rows: int = 500_000, hours: int
         nonlocal pending, rows, written
         for day, table in segments.split_by_day(pa.concat_tables(pending)):
             written += 1
-            name = f"bench-{written:08d}{segments.SEGMENT_SUFFIX}"
+            name = f"bench-{worker:02d}-{written:08d}{segments.SEGMENT_SUFFIX}"
             segments.write_sorted_segment(table, root / segments.partition_name(day) / name)
         pending, rows = [], 0
 
-    with tqdm(total=spans, unit="span", desc="building store") as bar:
+    with tqdm(total=spans, unit="span", desc="building store", disable=worker > 0) as bar:
         for request, (data, count) in enumerate(counted_requests(spans, templates=templates)):
+            bar.update(count)
+            if request % workers != worker:
+                continue
             table = decode_protobuf(data).table
             if hours > 1:
                 table = spread_over_hours(con, table, request // len(templates) % hours)
             pending.append(table)
             rows += table.num_rows
-            bar.update(count)
             if rows >= segment_rows:
                 flush()
     if pending:
         flush()
-    catalog.write_catalog(store, segments_glob(store))
 
 
 def resend_as_fresh(store: Path, spans: int) -> int:
