@@ -75,6 +75,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a full build's buckets hold about N stored copies, one Spark task each (default %(default)s)",
     )
     mat.add_argument(
+        "--refresh-copies",
+        type=int,
+        default=materialize.REFRESH_COPIES_MAX,
+        metavar="N",
+        help="a refresh takes at most about N new copies, the oldest, and leaves the rest of a backlog to the"
+        " next run (default %(default)s)",
+    )
+    mat.add_argument(
         "--threads",
         type=_threads,
         default=None,
@@ -374,6 +382,9 @@ def _materialize_once(args: argparse.Namespace, threads: int | None) -> int:
     if args.bucket_spans < 1:
         print("turnlens materialize: --bucket-spans must be at least 1", file=sys.stderr)
         return 2
+    if args.refresh_copies < 1:
+        print("turnlens materialize: --refresh-copies must be at least 1", file=sys.stderr)
+        return 2
     try:
         # an unreadable segment is moved aside rather than freezing the snapshot
         summary = quarantine.retrying(
@@ -388,6 +399,7 @@ def _materialize_once(args: argparse.Namespace, threads: int | None) -> int:
                 grace_s=args.grace,
                 engine=engine,
                 bucket_spans=args.bucket_spans,
+                refresh_copies_max=args.refresh_copies,
                 deltas_max=0 if args.fold else materialize.DEFAULT_DELTAS_MAX,
                 bootstrap=args.every is not None,  # a loop's first run on a small store: readable sooner
             ),
@@ -405,12 +417,14 @@ def _materialize_once(args: argparse.Namespace, threads: int | None) -> int:
     if args.json:
         print(json.dumps(summary), flush=True)
     elif not args.quiet:
+        left = summary.get("backlog_copies")
         print(
             f"{summary['mode']} {summary['generation']} in {summary['seconds']:.1f} s:"
             f" {summary['partitions']} partitions, {len(summary.get('written_partitions', []))} touched,"
             f" {len(summary.get('folded_partitions', []))} folded,"
             f" {summary.get('touched_turns', 0)} turns recomputed, {summary['buckets']} bucket(s)"
-            + _resume_note(summary),
+            + _resume_note(summary)
+            + (f"; {left} newer copies left to the next run" if left else ""),
             flush=True,
         )
     return 0

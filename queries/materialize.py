@@ -82,6 +82,10 @@ DEFAULT_MARGIN_S = (
     1.0  # a copy is durable in a segment before its export is acknowledged: 1 s covers the flush
 )
 DEFAULT_BUCKET_SPANS = 250_000  # stored copies per bucket of a full build
+# new copies a refresh takes at most: past it (a backlog after an outage, a burst, a materialiser that fell
+# behind) it takes the oldest and publishes, the next run goes on from there, each in a bucket's memory
+REFRESH_COPIES_MAX = DEFAULT_BUCKET_SPANS
+NO_UPTO = 2**63 - 1  # received_unix_nano's bound of a run that takes every new copy
 DEFAULT_MEMORY_LIMIT = "1GB"  # DuckDB's limit in a materialiser; past it, it spills to derived/.spill
 SPILL_DIR = ".spill"
 ROLLUP_AFTER_S = 15 * 60  # an hour whose end is this far behind the watermark is rolled up into one partition
@@ -171,14 +175,18 @@ class _Run:
         self.segments_glob = segments_glob
         self.con = con
         self.steps = build_steps()
-        self.watermark = watermark
         self.version = version
-        # the newest hour already rolled up: a turn that started before it belongs to an hour partition
-        self.cutoff = _hour_floor(watermark - int(ROLLUP_AFTER_S * 1e9))
+        self.move_watermark(watermark)
         self.placeholder = str(Path(segments_glob).parent.parent / segments.PLACEHOLDER)
         self.written_dirs: set[Path] = set()
         self.published: list[Manifest] = []  # the versions this run published, oldest first
         self.published_at: list[float] = []  # when (time.perf_counter()) each was
+
+    def move_watermark(self, watermark: int) -> None:
+        """The received time the run's state covers (a refresh with a backlog moves it back)."""
+        self.watermark = watermark
+        # the newest hour already rolled up: a turn that started before it belongs to an hour partition
+        self.cutoff = _hour_floor(watermark - int(ROLLUP_AFTER_S * 1e9))
 
     def step(
         self, name: str, values: Mapping[str, str] | None = None, params: Mapping[str, Any] | None = None
@@ -375,6 +383,7 @@ def materialize(
     deltas_max: int = DEFAULT_DELTAS_MAX,
     engine: BucketEngine | None = None,
     bootstrap: bool = False,
+    refresh_copies_max: int = REFRESH_COPIES_MAX,
 ) -> dict[str, Any]:
     """Brings the store's derived state up to now minus `margin_s` and rewrites the catalogue to read it.
 
@@ -416,11 +425,11 @@ def materialize(
                 run = _Run(store_dir, segments_glob, con, found.watermark, version)  # the build's watermark
                 manifest, summary = _resume_build(run, found, engine or local_buckets)
             elif previous is not None and previous.complete and not full:
-                manifest, summary = _refresh(run, previous, deltas_max)
+                manifest, summary = _refresh(run, previous, deltas_max, refresh_copies_max)
             elif bootstrap and not full and run.stored_copies() <= bucket_spans:
                 empty = _bootstrap(run, found)
                 run = _Run(store_dir, segments_glob, con, watermark, version + 1)
-                manifest, summary = _refresh(run, empty, deltas_max)
+                manifest, summary = _refresh(run, empty, deltas_max, refresh_copies_max)
                 summary["mode"] = "bootstrap"
             else:
                 manifest, summary = _full_build(run, found, bucket_spans, engine or local_buckets)
@@ -662,9 +671,12 @@ def _gone_segments(indexed_before: set[str], present: list[str]) -> list[str]:
     return sorted(file for file in indexed_before - set(present) if Path(file).parent not in folders)
 
 
-def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, dict[str, Any]]:
+def _refresh(
+    run: _Run, previous: Manifest, deltas_max: int, copies_max: int = REFRESH_COPIES_MAX
+) -> tuple[Manifest, dict[str, Any]]:
     """Writes the rows of the turns the copies received since the previous watermark touch as a delta; folds
-    the deltas into their partitions when they pile up."""
+    the deltas into their partitions when they pile up. Of more than `copies_max` new copies it takes the
+    oldest (_backlog_cut) and leaves the rest to the next run."""
     present = run.present_segments()
     indexed_before = _indexed(run, previous)
     chunks, newest_copy, chunk_lists = _update_index(run, previous, present)
@@ -682,6 +694,10 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
         "watermark": str(previous.watermark),
         "new_copy_files": sql_list(new_copy_files),
         "new_segments": sql_list(new_segments),
+    }
+    upto, waiting = _backlog_cut(run, values, copies_max)
+    values |= {
+        "upto": str(upto),
         "cutoff": str(run.cutoff),
         "index_traces_files": sql_list(index.chunk_files("traces")),
         "previous_index_traces_files": sql_list(previous.chunk_files("traces")),
@@ -755,7 +771,27 @@ def _refresh(run: _Run, previous: Manifest, deltas_max: int) -> tuple[Manifest, 
         "input_segments": len(input_files),
         "identity_partitions_read": len(previous.partitions) if read_parts is None else len(read_parts),
         "buckets": 1,
+        "backlog_copies": waiting,
     }
+
+
+def _backlog_cut(run: _Run, values: Mapping[str, str], copies_max: int) -> tuple[int, int]:
+    """The newest received time a refresh takes, and how many new copies it leaves to the next run. Up to
+    `copies_max` new copies it takes them all (NO_UPTO). Past that it takes those received up to the
+    `copies_max`-th oldest's time (a few more where copies share that time) and moves the run's watermark
+    back to it: the state it publishes covers exactly what it took, and the next run goes on from there (a
+    copy it left is received after that watermark, so the next run's new copies hold it). Each run then needs
+    the memory of one bucket of a full build, and readers see the state advance run by run rather than after
+    one refresh of the whole backlog."""
+    [(count,)] = run.step("new_copies_waiting", values, {"upto": NO_UPTO}).fetchall()
+    if count <= copies_max:
+        return NO_UPTO, 0
+    [(cut,)] = run.step("backlog_cut", values, {"copies": copies_max}).fetchall()
+    if cut >= run.watermark:  # the newest it would leave were received inside the margin: take them all
+        return NO_UPTO, 0
+    [(taken,)] = run.step("new_copies_waiting", values, {"upto": cut}).fetchall()
+    run.move_watermark(cut)
+    return cut, int(count - taken)
 
 
 def _touched(run: _Run, previous: Manifest, values: dict[str, str]) -> set[str] | None:
@@ -891,6 +927,7 @@ def _bootstrap(run: _Run, found: Manifest | None) -> Manifest:
         "watermark": str(2**62),
         "new_copy_files": sql_list([run.placeholder]),
         "new_segments": sql_list([]),
+        "upto": str(NO_UPTO),
         "cutoff": str(run.cutoff),
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
         "input_files": sql_list([run.placeholder]),
@@ -986,6 +1023,7 @@ def _build_units(
         "watermark": str(2**62),  # no copy is new: the seed names the traces
         "new_copy_files": sql_list([run.placeholder]),
         "new_segments": sql_list([]),
+        "upto": str(NO_UPTO),
         "cutoff": str(run.cutoff),
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
         "input_files": sql_list(read_order(present, run.placeholder)),

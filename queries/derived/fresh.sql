@@ -3,10 +3,10 @@
 -- own connection, in two phases, with its inputs named as constants (so the same job can run anywhere that reads the
 -- same Parquet): {{watermark}} the received_unix_nano the previous state covers, {{new_copy_files}} the segments that
 -- can hold copies received after it, {{new_segments}} the segments written since the previous run (not merges),
--- {{input_files}} the segments that can hold the input traces, {{input_copies}} the relation of stored copies the
--- recomputation reads (a refresh: span_copies_in({{input_files}}); a full build: the unit's own files, which hold
--- only its input traces), {{cutoff}} the start (Unix ns) of the newest hour already rolled up into an hour
--- partition. Before phase 1 the materialiser names the previous state as turnlens_prev_trace_turns,
+-- {{upto}} the newest received time the run takes, {{input_files}} the segments that can hold the input traces,
+-- {{input_copies}} the relation of stored copies the recomputation reads (a refresh: span_copies_in({{input_files}});
+-- a full build: the unit's own files, which hold only its input traces), {{cutoff}} the start (Unix ns) of the newest
+-- hour already rolled up into an hour partition. Before phase 1 the materialiser names the previous state as turnlens_prev_trace_turns,
 -- turnlens_prev_trace_keys, turnlens_prev_trace_links (its identity side tables) and turnlens_dropped_traces
 -- (traces that had copies in segments retention removed).
 --
@@ -18,12 +18,13 @@
 
 -- phase: touched
 -- copies received after the watermark, and every copy of the segments written since the previous run (a copy stamped
--- before the watermark may become durable after it), and their traces (a full build replaces the traces by its
--- bucket's seed)
+-- before the watermark may become durable after it), up to {{upto}} (a refresh with a backlog takes its oldest part:
+-- materialize.py, _backlog_cut), and their traces (a full build replaces the traces by its bucket's seed)
 create or replace temp view turnlens_new_copies as
 select *
 from span_copies_in({{new_copy_files}})
-where received_unix_nano > {{watermark}} or list_contains({{new_segments}}, filename);
+where (received_unix_nano > {{watermark}} or list_contains({{new_segments}}, filename))
+    and received_unix_nano <= {{upto}};
 
 create or replace temp view turnlens_fresh_traces as
 select trace_id from turnlens_new_copies

@@ -144,6 +144,56 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     assert third["mode"] == "full" and snapshot_rows(store) == refreshed
 
 
+@pytest.mark.slow
+def test_a_backlog_is_refreshed_a_share_at_a_time_each_published_and_the_last_equal_to_the_live_views(
+    tmp_path: Path, fleet: list[bytes]
+) -> None:
+    # the rest of the fleet's exports arrive while no materialiser runs, a resource's spans per export
+    later = [
+        json.dumps({"resourceSpans": [resource]}).encode() + b"\n"
+        for line in fleet[1::2]
+        for resource in json.loads(line)["resourceSpans"]
+    ]
+    assert len(later) >= 12
+
+    store = tmp_path / "store"
+    store.mkdir()
+    shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
+    ingest(store, fleet[0::2], tmp_path / "first.jsonl")
+    assert materialize.materialize(store, segments_glob(store), margin_s=0)["mode"] == "full"
+    for n in range(4):  # four exports, received one after another
+        time.sleep(0.01)
+        ingest(store, later[n::4], tmp_path / f"later-{n}.jsonl")
+    with catalog.connect(store) as con:
+        [(old_watermark,)] = con.execute("select watermark_unix_nano from turnlens_snapshot").fetchall()
+        [(waiting,)] = con.execute(
+            "select count(*) from span_copies() where received_unix_nano > $w", {"w": old_watermark}
+        ).fetchall()
+    share = waiting // 3 + 1
+    runs = []
+    while not runs or runs[-1]["backlog_copies"]:
+        before = time.time_ns()
+        run = materialize.materialize(store, segments_glob(store), margin_s=0, refresh_copies_max=share)
+        runs.append(run)
+        assert run["mode"] == "refresh", run
+        with catalog.connect(store) as con:
+            [(watermark,)] = con.execute("select watermark_unix_nano from turnlens_snapshot").fetchall()
+            [(left,)] = con.execute(
+                "select count(*) from span_copies() where received_unix_nano > $w", {"w": watermark}
+            ).fetchall()
+        assert watermark == run["watermark_unix_nano"], "readers see the state the run published"
+        assert left == run["backlog_copies"], "the copies left are exactly those received after its watermark"
+        if run["backlog_copies"]:
+            assert watermark < before, "a run that left copies covers only what it took"
+            if len(runs) == 1:
+                assert snapshot_rows(store) != plain_rows(store), "its rows are those of the copies it took"
+            else:
+                assert watermark > runs[-2]["watermark_unix_nano"], "each run goes on from the last"
+        assert len(runs) <= 4, runs
+    assert len(runs) >= 3, "the backlog took several runs"
+    assert snapshot_rows(store) == plain_rows(store)
+
+
 def test_a_snapshot_of_other_inputs_is_not_used(sample_copy: Path) -> None:
     store = sample_copy
     materialize.materialize(store, segments_glob(store), margin_s=0)

@@ -368,5 +368,19 @@ select * from read_parquet({{files}}, hive_partitioning = false) where list_cont
 -- step: chunk_merge_segments
 select * from read_parquet({{files}}, hive_partitioning = false) where list_contains($present, file);
 
+-- step: new_copies_waiting
+-- how many of the copies a refresh takes (derived/fresh.sql's turnlens_new_copies) were received up to $upto
+select count(*)
+from span_copies_in({{new_copy_files}})
+where (received_unix_nano > {{watermark}} or list_contains({{new_segments}}, filename)) and received_unix_nano <= $upto;
+
+-- step: backlog_cut
+-- the received time of the $copies-th of them in received order: a refresh with a backlog goes up to it
+select received_unix_nano
+from span_copies_in({{new_copy_files}})
+where received_unix_nano > {{watermark}} or list_contains({{new_segments}}, filename)
+order by received_unix_nano
+limit 1 offset $copies - 1;
+
 -- step: count_rows
 select count(*) from read_parquet({{files}}, hive_partitioning = false);
