@@ -672,7 +672,7 @@ def _gone_segments(indexed_before: set[str], present: list[str]) -> list[str]:
 
 
 def _refresh(
-    run: _Run, previous: Manifest, deltas_max: int, copies_max: int = REFRESH_COPIES_MAX
+    run: _Run, previous: Manifest, deltas_max: int, copies_max: int
 ) -> tuple[Manifest, dict[str, Any]]:
     """Writes the rows of the turns the copies received since the previous watermark touch as a delta; folds
     the deltas into their partitions when they pile up. Of more than `copies_max` new copies it takes the
@@ -783,13 +783,10 @@ def _backlog_cut(run: _Run, values: Mapping[str, str], copies_max: int) -> tuple
     copy it left is received after that watermark, so the next run's new copies hold it). Each run then needs
     the memory of one bucket of a full build, and readers see the state advance run by run rather than after
     one refresh of the whole backlog."""
-    [(count,)] = run.step("new_copies_waiting", values, {"upto": NO_UPTO}).fetchall()
-    if count <= copies_max:
+    [(count, cut, taken)] = run.step("backlog", values, {"copies": copies_max}).fetchall()
+    # none past the share, or the newest it would leave were received inside the margin: take them all
+    if count <= copies_max or cut >= run.watermark:
         return NO_UPTO, 0
-    [(cut,)] = run.step("backlog_cut", values, {"copies": copies_max}).fetchall()
-    if cut >= run.watermark:  # the newest it would leave were received inside the margin: take them all
-        return NO_UPTO, 0
-    [(taken,)] = run.step("new_copies_waiting", values, {"upto": cut}).fetchall()
     run.move_watermark(cut)
     return cut, int(count - taken)
 

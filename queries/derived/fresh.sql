@@ -6,9 +6,9 @@
 -- {{upto}} the newest received time the run takes, {{input_files}} the segments that can hold the input traces,
 -- {{input_copies}} the relation of stored copies the recomputation reads (a refresh: span_copies_in({{input_files}});
 -- a full build: the unit's own files, which hold only its input traces), {{cutoff}} the start (Unix ns) of the newest
--- hour already rolled up into an hour partition. Before phase 1 the materialiser names the previous state as turnlens_prev_trace_turns,
--- turnlens_prev_trace_keys, turnlens_prev_trace_links (its identity side tables) and turnlens_dropped_traces
--- (traces that had copies in segments retention removed).
+-- hour already rolled up into an hour partition. Before phase 1 the materialiser names the previous state as
+-- turnlens_prev_trace_turns, turnlens_prev_trace_keys, turnlens_prev_trace_links (its identity side tables) and
+-- turnlens_dropped_traces (traces that had copies in segments retention removed).
 --
 -- A derived row stays true until a copy received after the watermark changes one of its inputs, and the inputs of
 -- a turn's rows are: the spans of its traces, the identity of the traces they link to, and the spans of other traces

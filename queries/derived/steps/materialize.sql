@@ -368,19 +368,23 @@ select * from read_parquet({{files}}, hive_partitioning = false) where list_cont
 -- step: chunk_merge_segments
 select * from read_parquet({{files}}, hive_partitioning = false) where list_contains($present, file);
 
--- step: new_copies_waiting
--- how many of the copies a refresh takes (derived/fresh.sql's turnlens_new_copies) were received up to $upto
-select count(*)
-from span_copies_in({{new_copy_files}})
-where (received_unix_nano > {{watermark}} or list_contains({{new_segments}}, filename)) and received_unix_nano <= $upto;
+-- step: backlog
+-- of the copies a refresh takes (derived/fresh.sql's turnlens_new_copies, before its upper bound): how many there are,
+-- the received time of the $copies-th in received order (null: fewer), and how many were received up to it
+with waiting as materialized (
+    select received_unix_nano
+    from span_copies_in({{new_copy_files}})
+    where received_unix_nano > {{watermark}} or list_contains({{new_segments}}, filename)
+),
 
--- step: backlog_cut
--- the received time of the $copies-th of them in received order: a refresh with a backlog goes up to it
-select received_unix_nano
-from span_copies_in({{new_copy_files}})
-where received_unix_nano > {{watermark}} or list_contains({{new_segments}}, filename)
-order by received_unix_nano
-limit 1 offset $copies - 1;
+cut as (
+    select received_unix_nano from waiting order by received_unix_nano limit 1 offset $copies - 1
+)
+
+select
+    (select count(*) from waiting),
+    (select received_unix_nano from cut),
+    (select count(*) from waiting where received_unix_nano <= (select received_unix_nano from cut));
 
 -- step: count_rows
 select count(*) from read_parquet({{files}}, hive_partitioning = false);
