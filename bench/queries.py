@@ -121,9 +121,11 @@ def build_store(
     store: Path, spans: int, segment_rows: int = 500_000, hours: int = 1, workers: int | None = None
 ) -> None:
     """Decodes the simulator's fast-mode requests with the collector's decoder and writes them as the
-    collector's segments, already at the size its compactor merges them to. With `hours` > 1, copy n of the
-    fast mode's sessions is moved n % `hours` hours later, so the store holds that many hour partitions
-    instead of one (a full build then has buckets to publish one by one).
+    collector's segments, already at the size its compactor merges them to. With `hours` > 1, the fast
+    mode's copies are moved later by an hour each `hours`-th of them, in order, so the store holds that many
+    hour partitions instead of one (a full build then has buckets to publish one by one) and a segment holds
+    an hour or two of them, as a collector's do: it writes spans as they arrive, and compaction merges
+    neighbouring segments.
 
     The requests are dealt out to `workers` processes (default: one per core), each decoding every
     `workers`-th request into its own segments: the same spans as one process writes, in other files.
@@ -149,6 +151,7 @@ def _build_share(root: Path, spans: int, segment_rows: int, hours: int, workers:
     pending: list[pa.Table] = []
     rows = written = 0
     templates = build_templates()
+    copies = -(-spans // sum(template.spans for template in templates))
     con = duckdb.connect()
     con.execute(SHIFTED_HLC)
 
@@ -167,7 +170,7 @@ def _build_share(root: Path, spans: int, segment_rows: int, hours: int, workers:
                 continue
             table = decode_protobuf(data).table
             if hours > 1:
-                table = spread_over_hours(con, table, request // len(templates) % hours)
+                table = spread_over_hours(con, table, request // len(templates) * hours // copies)
             pending.append(table)
             rows += table.num_rows
             if rows >= segment_rows:

@@ -1040,7 +1040,7 @@ def _build_units(
         if not set(bucket) <= set(manifest.partitions):  # published buckets are kept as they are
             jobs.append((bucket, range(first, first + slices)))
         first += slices
-    shuffle = _shuffle(run, [unit for _, numbers in jobs for unit in numbers], present)
+    shuffle, reads = _shuffle(run, [unit for _, numbers in jobs for unit in numbers], present, manifest)
     for done, bucket in enumerate(engine(run, values, jobs, shuffle), start=1):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         if done < len(jobs):  # the last bucket is published whole, below
@@ -1057,6 +1057,8 @@ def _build_units(
         "buckets_reused": len(buckets) - len(jobs),
         "units": first,
         "units_built": sum(len(numbers) for _, numbers in jobs),
+        "shuffle_segments_read": reads,  # per pass, of `segments` (the placeholder counted)
+        "segments": len(present),
     }
 
 
@@ -1147,10 +1149,11 @@ def _units(buckets: list[tuple[list[str], int]]) -> list[tuple[str, int, int]]:
     return units
 
 
-def _shuffle(run: _Run, units: list[int], present: list[str]) -> Path:
+def _shuffle(run: _Run, units: list[int], present: list[str], index: Manifest) -> tuple[Path, list[int]]:
     """Writes the input of each of `units` — every stored copy of the traces its turns need (their own, those
     sharing an idempotency key with them, those they link to) — to the unit's own files, in one pass over the
-    store, and the unit's turns beside them. Returns the folder: `copies/unit=<n>/` and `turns/unit=<n>/`.
+    store, and the unit's turns beside them. Returns the folder (`copies/unit=<n>/` and `turns/unit=<n>/`)
+    and the number of segments each pass read.
 
     This is the seam between the whole store and the per-unit jobs: a unit's job (`_compute_bucket`) reads
     these files and nothing else, so the same job can run on another engine given the same files."""
@@ -1158,15 +1161,21 @@ def _shuffle(run: _Run, units: list[int], present: list[str]) -> Path:
     _remove_tree(shuffle)
     shuffle.mkdir(parents=True)
     files = sql_list(read_order(present, run.placeholder))
-    # a pass over the store per batch of units: DuckDB holds rows of every unit of a pass before it flushes
-    # them. DuckDB's own flush threshold: a smaller one made the pass cost up to 2.5 times the CPU (many
-    # flushes of each thread's buffers) without lowering the peak
+    chunk_lists = _chunk_lists(run, index)
+    reads: list[int] = []
+    # a pass per batch of units: DuckDB holds rows of every unit of a pass before it flushes them. DuckDB's
+    # own flush threshold: a smaller one made the pass cost up to 2.5 times the CPU (many flushes of each
+    # thread's buffers) without lowering the peak. A pass reads the segments the index names for its units'
+    # traces, so the passes read the store about once between them, not once each
     for first in range(0, len(units), UNITS_PER_PASS):
         run.step("unit_inputs", params={"units": units[first : first + UNITS_PER_PASS]})
+        inputs = "select trace_id from turnlens_unit_inputs"
+        holding = _segments_holding(run, index, chunk_lists, present, inputs)
+        reads.append(len(present if holding is None else holding))
         run.step(
             "shuffle",
             {
-                "files": files,
+                "files": files if holding is None else sql_list(read_order(holding, run.placeholder)),
                 "copies_dir": catalog.sql_string(str(shuffle / "copies")),
                 "turns_dir": catalog.sql_string(str(shuffle / "turns")),
             },
@@ -1179,7 +1188,39 @@ def _shuffle(run: _Run, units: list[int], present: list[str]) -> Path:
                 folder.mkdir(parents=True)
                 target = catalog.sql_string(str(folder / "empty.parquet"))
                 run.step(f"empty_unit_{kind}", {"files": files, "target": target})
-    return shuffle
+    return shuffle, reads
+
+
+def _chunk_lists(run: _Run, index: Manifest) -> dict[int, list[str]]:
+    """Each chunk of the trace -> segment index with its segments, sorted as its run numbers them."""
+    return {
+        chunk: sorted(
+            file
+            for file, _ in run.step(
+                "indexed_segments", {"files": sql_list([str(run._chunk("segments", chunk))])}
+            ).fetchall()
+        )
+        for chunk in index.chunks
+    }
+
+
+def _segments_holding(
+    run: _Run, index: Manifest, chunk_lists: Mapping[int, list[str]], present: list[str], traces_query: str
+) -> set[str] | None:
+    """The present segments that can hold the traces `traces_query` returns: those the index's chunks name
+    for them, and every segment the index does not know (received, or merged by compaction, since). None
+    when a chunk has no run (an older turnlens wrote it): then only a scan of its file would tell."""
+    if not all(index.chunk_run_file(chunk).exists() for chunk in index.chunks):
+        return None
+    traces = identity_index.hashes(run.con, traces_query)
+    named = set().union(
+        *(
+            identity_index.chunk_files_of(index.chunk_run_file(chunk), chunk_lists[chunk], traces)
+            for chunk in index.chunks
+        )
+    )
+    known = set().union(*chunk_lists.values())
+    return (named | (set(present) - known)) & set(present)
 
 
 def _compute_bucket(run: _Run, values: dict[str, str], shuffle: Path, unit: int) -> None:

@@ -455,6 +455,42 @@ def test_a_full_build_resolving_identity_a_chunk_of_traces_at_a_time_equals_the_
     assert not any(turn.startswith("job") or len(turn) == 32 for turn in spans), "no job is a turn of its own"
 
 
+def test_each_pass_of_a_full_build_reads_only_the_segments_holding_its_units_traces(
+    staged: StagedStore, contract_turn: Any, span: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # six turns ten minutes apart, each received in its own segment, as a collector writes them over time;
+    # what a unit needs from other segments: a later turn charging an older one's key (t4 pays for t1's
+    # invoice), a job received last that links to the oldest turn, and a retried copy of t2's spans
+    turns = [
+        shifted(
+            contract_turn(
+                turn=f"t{n}", trace=f"tr{n}", session=f"s{n}", key="k-shared" if n in (1, 4) else f"k{n}",
+                charged=n != 1,
+            ),
+            n * 10 * MINUTE_MS,
+        )
+        for n in range(6)
+    ]
+    for n, turn in enumerate(turns):
+        staged.send(turn, at_ms=(n * 10 + 5) * MINUTE_MS)
+    job = span("background.job", 62 * MINUTE_MS, 62 * MINUTE_MS + 500, trace="job", session=None, turn=None,
+               layer="runtime", links=[("tr0", "http")])
+    staged.send([job], at_ms=63 * MINUTE_MS)
+    staged.send(turns[2], at_ms=64 * MINUTE_MS)
+
+    monkeypatch.setattr(materialize, "UNITS_PER_PASS", 1)
+    built = staged.refresh(65 * MINUTE_MS, full=True, bucket_spans=10)
+    assert built["mode"] == "full" and built["units"] == 6
+    staged.assert_equal_to_live()
+    reads, segments_present = built["shuffle_segments_read"], built["segments"]
+    assert len(reads) == 6 and max(reads) < segments_present, "no pass reads every segment"
+    assert sum(reads) < 2 * segments_present, "the passes read the store about once between them"
+    assert "unbilled_side_effect" not in staged.kinds("t1"), "t1's charge is read from t4's segment"
+    with catalog.connect(staged.dir) as con:
+        [(spans, traces)] = con.execute("select spans, traces from turns where turn_id = 't0'").fetchall()
+    assert traces == 2 and spans == len(turns[0]) + 1, "the job's span is counted in the turn it links to"
+
+
 def test_retention_drops_a_days_partitions_without_a_rebuild(staged: StagedStore, contract_turn: Any) -> None:
     first_day = contract_turn(turn="day1", key="k-day1", trace="d1", session="s-d1")
     # a turn that starts before midnight and ends after: retention takes its first part with the first day
