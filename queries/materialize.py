@@ -951,18 +951,6 @@ def _full_build(
     present = run.present_segments()
     for folder in run.folder.glob(f"{PLAN_PREFIX}*"):  # another build's first pass: this one replaces it
         _remove_tree(folder)
-    chunks = -(-run.stored_copies() // IDENTITY_CHUNK_COPIES)
-    if chunks <= 1:
-        run.step("whole_store_identity")
-    else:
-        run.step("identity_chunks")
-        for chunk in range(chunks):
-            run.step("identity_chunk", params={"chunk": chunk, "chunks": chunks})
-    run.step("whole_store_keys_links")
-    sizes: dict[str, int] = defaultdict(int)
-    for part, spans in run.step("turn_sizes", params={"cutoff": run.cutoff}).fetchall():
-        sizes[part] += int(spans)
-    buckets = _buckets(sizes, bucket_spans)
     run.write_chunk([file for file in present if file != run.placeholder])
     manifest = Manifest(
         folder=run.folder,
@@ -973,10 +961,20 @@ def _full_build(
         partitions={},
         chunks=[run.version],
         template=run.version,
-        partitions_total=len(sizes),
         retiring=list(found.retiring) if found else [],
         plan=run.version,
     )
+    chunks = 1
+    if run.stored_copies() <= IDENTITY_CHUNK_COPIES:
+        run.step("whole_store_identity")
+    else:
+        chunks = _identity_in_chunks(run, manifest, present)
+    run.step("whole_store_keys_links")
+    sizes: dict[str, int] = defaultdict(int)
+    for part, spans in run.step("turn_sizes", params={"cutoff": run.cutoff}).fetchall():
+        sizes[part] += int(spans)
+    buckets = _buckets(sizes, bucket_spans)
+    manifest = replace(manifest, partitions_total=len(sizes))
     units = _units(buckets)
     run.step(
         "unit_turns",
@@ -988,7 +986,49 @@ def _full_build(
         },
     )
     _write_plan(run, buckets, sum(sizes.values()))
-    return _build_units(run, manifest, present, buckets, engine, fresh=True)
+    manifest, summary = _build_units(run, manifest, present, buckets, engine, fresh=True)
+    return manifest, summary | {"identity_chunks": chunks}
+
+
+def _identity_in_chunks(run: _Run, index: Manifest, present: list[str]) -> int:
+    """Each trace's turn, start and size (whole_store_identity) resolved a chunk of traces at a time: a trace
+    belongs to the first group of segments holding a copy of it, in the order the index numbers them, each
+    group about IDENTITY_CHUNK_COPIES copies. A chunk reads the segments the index names for its traces and
+    for those they link to, so the chunks read the store about once between them (a chunk of traces by a hash
+    of their ids would find them in every segment, and read the store once per chunk). Returns the chunks."""
+    chunk_lists = _chunk_lists(run, index)
+    [listed] = chunk_lists.values()
+    rows = dict(
+        run.con.execute(
+            "select file_name, sum(num_rows)::bigint from parquet_file_metadata($files) group by all",
+            {"files": listed or [run.placeholder]},
+        ).fetchall()
+    )
+    groups: list[int] = []
+    group = copies = 0
+    for file in listed:
+        if copies >= IDENTITY_CHUNK_COPIES:
+            group, copies = group + 1, 0
+        groups.append(group)
+        copies += rows.get(file, 0)
+    run.step(
+        "identity_chunks",
+        {"index_traces_files": sql_list(index.chunk_files("traces"))},
+        params={"files": listed, "groups": groups},
+    )
+    for chunk in range(group + 1):
+        own = f"select trace_id from turnlens_trace_chunks where chunk = {chunk}"
+        files = _segments_holding(run, index, chunk_lists, present, own)
+        run.step("identity_chunk_traces", {"files": _listed(run, present, files)}, params={"chunk": chunk})
+        linked = "select trace_id from turnlens_chunk_traces"
+        files = _segments_holding(run, index, chunk_lists, present, linked)
+        run.step("identity_chunk", {"files": _listed(run, present, files)}, params={"chunk": chunk})
+    return group + 1
+
+
+def _listed(run: _Run, present: list[str], files: set[str] | None) -> str:
+    """`files` (every present segment when None) as a list of Parquet files to read."""
+    return sql_list(read_order(present if files is None else files, run.placeholder))
 
 
 def _resume_build(run: _Run, found: Manifest, engine: BucketEngine) -> tuple[Manifest, dict[str, Any]]:
@@ -1175,7 +1215,7 @@ def _shuffle(run: _Run, units: list[int], present: list[str], index: Manifest) -
         run.step(
             "shuffle",
             {
-                "files": files if holding is None else sql_list(read_order(holding, run.placeholder)),
+                "files": _listed(run, present, holding),
                 "copies_dir": catalog.sql_string(str(shuffle / "copies")),
                 "turns_dir": catalog.sql_string(str(shuffle / "turns")),
             },

@@ -42,34 +42,50 @@ from spans
 group by all;
 
 -- step: identity_chunks
+-- each trace's chunk: the first group of segments holding a copy of it ($groups[i] the group of $files[i], in the
+-- order the trace -> segment index numbers them, each group about materialize.IDENTITY_CHUNK_COPIES copies)
 create or replace temp table turnlens_all_trace_turns (
     trace_id varchar, session_id varchar, turn_id varchar, started bigint, spans bigint
 );
 
 create or replace temp table turnlens_chunk_traces (trace_id varchar);
 
--- step: identity_chunk
--- whole_store_identity for the traces of one chunk ($chunk of $chunks, by a hash of the trace id): the spans view's
--- resolution over the copies of the chunk's traces and of the traces they link to (whose identity a linking trace
--- inherits: its own copies decide it), keeping the chunk's own traces. The resolution holds the copies it reads in
--- memory (or spilled) for its several parts; over the whole store of 30M spans at once it outgrew the memory limit
+create or replace temp table turnlens_trace_chunks as
+select i.trace_id, min(g.chunk) as chunk
+from read_parquet({{index_traces_files}}, hive_partitioning = false) as i
+join (select unnest($files) as file, unnest($groups) as chunk) as g using (file)
+group by i.trace_id;
+
+-- step: identity_chunk_traces
+-- the traces one chunk ($chunk) resolves, and those they link to (whose identity a linking trace inherits: its own
+-- copies decide it), from the segments ({{files}}) the index names for the chunk's own traces
 delete from turnlens_chunk_traces;
 
 insert into turnlens_chunk_traces
-select trace_id from span_copies() where hash(trace_id) % $chunks = $chunk
-union
-select unnest(list_transform(links, lambda link: link.trace_id))
-from span_copies()
-where hash(trace_id) % $chunks = $chunk and len(links) > 0;
+with own as (
+    select trace_id from turnlens_trace_chunks where chunk = $chunk
+)
 
+select trace_id from own
+union
+select unnest(list_transform(c.links, lambda link: link.trace_id))
+from span_copies_in({{files}}) as c
+semi join own using (trace_id)
+where len(c.links) > 0;
+
+-- step: identity_chunk
+-- whole_store_identity for the traces of one chunk: the spans view's resolution over the copies of the chunk's
+-- traces and of those they link to, read from the segments ({{files}}) the index names for them, keeping the
+-- chunk's own traces. The resolution holds the copies it reads in memory (or spilled) for its several parts; over
+-- the whole store of 30M spans at once it outgrew the memory limit
 insert into turnlens_all_trace_turns
 with chunk_copies as not materialized (
-    select * from span_copies() semi join turnlens_chunk_traces using (trace_id)
+    select * from span_copies_in({{files}}) semi join turnlens_chunk_traces using (trace_id)
 )
 
 select trace_id, session_id, turn_id, min(start_time_unix_nano) as started, count(*) as spans
 from spans_resolved('chunk_copies')
-where hash(trace_id) % $chunks = $chunk
+semi join (select trace_id from turnlens_trace_chunks where chunk = $chunk) using (trace_id)
 group by all;
 
 -- step: whole_store_keys_links
