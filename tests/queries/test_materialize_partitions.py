@@ -65,6 +65,24 @@ def _shift_attributes(text: str, delta_hlc: int) -> str:
     return json.dumps(attributes)
 
 
+def six_turns(
+    contract_turn: Any, turn: str, trace: str, session: str, sharing: tuple[int, int]
+) -> list[list[dict]]:
+    """Six contract turns ten minutes apart (turn, trace and session named by prefix and number); the two
+    `sharing` use one idempotency key, k-shared, and only the later charges it."""
+    first, _ = sharing
+    return [
+        shifted(
+            contract_turn(
+                turn=f"{turn}{n}", trace=f"{trace}{n}", session=f"{session}{n}",
+                key="k-shared" if n in sharing else f"k-{n}", charged=n != first,
+            ),
+            n * 10 * MINUTE_MS,
+        )
+        for n in range(6)
+    ]
+
+
 class StagedStore:
     """A store fed in stages: each `send` is one new segment whose copies were received at `at_ms` (after T0),
     each `refresh` the materialiser run of a collector at that moment."""
@@ -347,16 +365,7 @@ def test_one_turns_lookups_read_only_the_partitions_holding_its_rows_and_answer_
     # six turns ten minutes apart folded into their partitions' base files: old0 committed an invoice under
     # k-shared and old5 charged it (the key is matched across turns), and a job of its own turn eleven
     # minutes after old1 links to old1's trace (it inherits old1's identity)
-    turns = [
-        shifted(
-            contract_turn(
-                turn=f"old{n}", trace=f"to{n}", session=f"s-o{n}",
-                key="k-shared" if n in (0, 5) else f"k-{n}", charged=n != 0,
-            ),
-            n * 10 * MINUTE_MS,
-        )
-        for n in range(6)
-    ]
+    turns = six_turns(contract_turn, "old", "to", "s-o", sharing=(0, 5))
     job = span("background.job", 21 * MINUTE_MS, 21 * MINUTE_MS + 500, trace="job", session="s-j",
                turn="jobturn", layer="runtime", links=[("to1", "http")])
     staged.send([row for turn in turns for row in turn] + [job], at_ms=61 * MINUTE_MS)
@@ -456,16 +465,7 @@ def test_each_pass_of_a_full_build_reads_only_the_segments_holding_its_units_tra
     # six turns ten minutes apart, each received in its own segment, as a collector writes them over time;
     # what a unit needs from other segments: a later turn charging an older one's key (t4 pays for t1's
     # invoice), a job received last that links to the oldest turn, and a retried copy of t2's spans
-    turns = [
-        shifted(
-            contract_turn(
-                turn=f"t{n}", trace=f"tr{n}", session=f"s{n}", key="k-shared" if n in (1, 4) else f"k{n}",
-                charged=n != 1,
-            ),
-            n * 10 * MINUTE_MS,
-        )
-        for n in range(6)
-    ]
+    turns = six_turns(contract_turn, "t", "tr", "s", sharing=(1, 4))
     for n, turn in enumerate(turns):
         staged.send(turn, at_ms=(n * 10 + 5) * MINUTE_MS)
     job = span("background.job", 62 * MINUTE_MS, 62 * MINUTE_MS + 500, trace="job", session=None, turn=None,
