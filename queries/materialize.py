@@ -1023,6 +1023,7 @@ def _identity_in_chunks(run: _Run, index: Manifest, present: list[str]) -> int:
         linked = "select trace_id from turnlens_chunk_traces"
         files = _segments_holding(run, index, chunk_lists, present, linked)
         run.step("identity_chunk", {"files": _listed(run, present, files)}, params={"chunk": chunk})
+    run.step("identity_chunks_done")
     return group + 1
 
 

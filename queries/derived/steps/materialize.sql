@@ -88,6 +88,12 @@ from spans_resolved('chunk_copies')
 semi join (select trace_id from turnlens_trace_chunks where chunk = $chunk) using (trace_id)
 group by all;
 
+-- step: identity_chunks_done
+-- the chunks' side tables (a row per trace) would otherwise stay in memory through the units
+drop table turnlens_trace_chunks;
+
+drop table turnlens_chunk_traces;
+
 -- step: whole_store_keys_links
 -- every trace's keys and links over the whole store (narrow: DuckDB spills to disk past its memory limit)
 create or replace temp view turnlens_all_copies as
