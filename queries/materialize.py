@@ -1017,7 +1017,8 @@ def _identity_in_chunks(run: _Run, index: Manifest, present: list[str]) -> int:
         params={"files": listed, "groups": groups},
     )
     for chunk in range(group + 1):
-        own = f"select trace_id from turnlens_trace_chunks where chunk = {chunk}"
+        run.con.execute("set variable turnlens_chunk = $chunk", {"chunk": chunk})
+        own = "select trace_id from turnlens_trace_chunks where chunk = getvariable('turnlens_chunk')"
         files = _segments_holding(run, index, chunk_lists, present, own)
         run.step("identity_chunk_traces", {"files": _listed(run, present, files)}, params={"chunk": chunk})
         linked = "select trace_id from turnlens_chunk_traces"
@@ -1192,9 +1193,9 @@ def _units(buckets: list[tuple[list[str], int]]) -> list[tuple[str, int, int]]:
 
 def _shuffle(run: _Run, units: list[int], present: list[str], index: Manifest) -> tuple[Path, list[int]]:
     """Writes the input of each of `units` — every stored copy of the traces its turns need (their own, those
-    sharing an idempotency key with them, those they link to) — to the unit's own files, in one pass over the
-    store, and the unit's turns beside them. Returns the folder (`copies/unit=<n>/` and `turns/unit=<n>/`)
-    and the number of segments each pass read.
+    sharing an idempotency key with them, those they link to) — to the unit's own files, in passes that read
+    the segments holding them, and the unit's turns beside them. Returns the folder (`copies/unit=<n>/` and
+    `turns/unit=<n>/`) and the number of segments each pass read.
 
     This is the seam between the whole store and the per-unit jobs: a unit's job (`_compute_bucket`) reads
     these files and nothing else, so the same job can run on another engine given the same files."""
