@@ -1083,6 +1083,7 @@ def _build_units(
             jobs.append((bucket, range(first, first + slices)))
         first += slices
     shuffle, reads = _shuffle(run, [unit for _, numbers in jobs for unit in numbers], present, manifest)
+    run.step("shuffle_done")
     for done, bucket in enumerate(engine(run, values, jobs, shuffle), start=1):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         if done < len(jobs):  # the last bucket is published whole, below

@@ -274,6 +274,19 @@ copy (
 -- before the next batch's unit_inputs
 delete from turnlens_unit_inputs;
 
+-- step: shuffle_done
+-- the units' jobs read their own files only: the whole store's identity, keys, links and units (at 30M spans
+-- the identity alone is ~5M rows) would otherwise hold DuckDB's memory through every unit, which then spills
+drop table turnlens_all_trace_turns;
+
+drop table turnlens_all_trace_keys;
+
+drop table turnlens_all_trace_links;
+
+drop table turnlens_unit_turns;
+
+drop table turnlens_unit_inputs;
+
 -- step: empty_unit_copies
 -- a unit its hash gave no turn (a slice of a few large turns) reads zero-row files with the shuffle's columns
 copy (select * from span_copies_in({{files}}) limit 0) to {{target}} (format parquet);
