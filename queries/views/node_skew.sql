@@ -25,7 +25,7 @@ with per_minute as (
         min(service_name) as service_name,
         minute,
         sum(events)::bigint as events,
-        max(abs_skews[-1]) as max_skew_ms,  -- each list is sorted
+        max(list_max(abs_skews)) as max_skew_ms,
         min(min_skew_ms) as min_skew_ms,
         round(sum(sum_skew_ms) / sum(events), 6) as mean_skew_ms
     from turn_node_skew

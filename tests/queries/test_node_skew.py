@@ -10,32 +10,33 @@ from turnlens.queries import sqlfiles
 NODE_SKEW = (sqlfiles.QUERIES_DIR / "views" / "node_skew.sql").read_text()
 
 
+TURN_NODE_SKEW = (sqlfiles.QUERIES_DIR / "views" / "turn_node_skew.sql").read_text()
+TURN_NODE_SKEW_OF = sqlfiles.split_statements(TURN_NODE_SKEW)[0]  # the macro, not the view over turn_events
+
+
 def _store(con: duckdb.DuckDBPyConnection) -> None:
-    """turn_node_skew's columns and the two settings node_skew reads, as tables; then the view itself."""
+    """The events turn_node_skew is made of (the turn_events columns it reads) and the two settings node_skew
+    reads, as tables; then turn_node_skew through its own macro, and node_skew over it."""
     con.execute("create table settings as select 100.0 as skew_tolerance_ms, 200.0 as skew_anomaly_ms")
     con.execute(
-        """
-        create table turn_node_skew (
-            session_id varchar, turn_id varchar, node varchar, service_name varchar, minute timestamp,
-            events bigint, abs_skews double[], min_skew_ms double, sum_skew_ms double
-        )
-        """
+        "create table events (session_id varchar, turn_id varchar, node varchar, service_name varchar, "
+        "wall_ns bigint, hlc varchar, skew_ms double)"
     )
+    con.execute(TURN_NODE_SKEW_OF)
+    con.execute("create view turn_node_skew as select * from turn_node_skew_of('events')")
     con.execute(NODE_SKEW)
 
 
 def _add_turns(
     con: duckdb.DuckDBPyConnection, node: str, minute: str, skews: np.ndarray, per_turn: int
 ) -> None:
-    """`skews` (signed) as turns of `per_turn` skews each, every turn's absolute skews sorted."""
-    rows = []
-    for i, start in enumerate(range(0, len(skews), per_turn)):
-        part = skews[start : start + per_turn]
-        rows.append(
-            (f"s{i}", f"t{i}", node, f"svc-{node}", minute, len(part), sorted(np.abs(part).tolist()),
-             float(part.min()), float(part.sum()))
-        )
-    con.executemany("insert into turn_node_skew values (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    """`skews` (signed) as events of turns of `per_turn` skews each, all in `minute`."""
+    start_ns = int(np.datetime64(minute, "ns").astype(np.int64))
+    rows = [
+        (f"s{i // per_turn}", f"t{i // per_turn}", node, f"svc-{node}", start_ns + i, "hlc", float(skew))
+        for i, skew in enumerate(skews)
+    ]
+    con.executemany("insert into events values (?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 def test_the_p95_of_each_minute_is_within_one_percent_of_the_exact_one() -> None:
@@ -70,19 +71,23 @@ def test_the_p95_of_each_minute_is_within_one_percent_of_the_exact_one() -> None
 
 
 def test_a_minute_of_millions_of_skews_fits_a_memory_limit_an_exact_p95_does_not() -> None:
-    con = duckdb.connect(config={"memory_limit": "96MB", "threads": 2})
+    con = duckdb.connect(config={"threads": 2})
     _store(con)
-    # 12M skews in one node's minute, in turns of 40 (300,000 rows): 96 MB holds the lists on disk-backed
-    # pages, not every value of the minute in one quantile's state
+    # 12M skews in one node's minute, in turns of 40 (300,000 turn_node_skew rows, made with more memory than
+    # the query is then given): 96 MB holds the lists on disk-backed pages, not every skew in one state
+    con.execute("set memory_limit = '2GB'")
     con.execute(
         """
-        insert into turn_node_skew
+        insert into events
         select
-            't' || t, 't' || t, 'n1', 'svc', timestamp '2026-01-01 10:00:00', 40,
-            list_sort([((t * 40 + i) * 7919 % 100000) / 100.0 for i in range(40)]), 0, 0
-        from range(300000) as r(t)
+            't' || (i // 40), 't' || (i // 40), 'n1', 'svc', 1767261600000000000 + i, 'hlc',
+            (i * 7919 % 100000) / 100.0
+        from range(12000000) as r(i)
         """
     )
+    con.execute("create table stored as select * from turn_node_skew_of('events')")
+    con.execute("create or replace view turn_node_skew as select * from stored")
+    con.execute("set memory_limit = '96MB'")
     [(events, p95)] = con.execute("select events, p95_skew_ms from node_skew").fetchall()
     assert events == 12_000_000
     # the skews are 0.00 .. 999.99 ms in equal numbers: the exact p95 is 949.99 ms
