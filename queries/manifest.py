@@ -41,6 +41,15 @@ VIEWS = (
 )
 IDENTITY = ("trace_turns", "trace_keys", "trace_links")
 TABLES = VIEWS + IDENTITY
+# Rollups: per-partition sums a store-wide view adds up again instead of reading every turn's row. Each is
+# the named macro (views/) over one partition's file of a table, written beside it with the same version
+# whenever that file is new (materialize.publish), so a partition's rollup is a function of its base file
+# alone. A reader takes the rollups of the partitions no delta touches and sums the rows in force of the
+# others itself (derived/snapshot.sql). rollup -> (the table it sums, the macro that sums it)
+ROLLUPS = {
+    "node_skew_minutes": ("turn_node_skew", "node_skew_minutes_of"),
+    "node_skew_histogram": ("turn_node_skew", "node_skew_histogram_of"),
+}
 REPLACED = "replaced_turns"  # a delta's list of the turns it replaces (its rows of them may be none)
 # delta/<table>-v<N>.parquet: the rows of the turns refresh N recomputed, all partitions (one folder: the
 # refresh fsyncs one directory)
@@ -108,6 +117,19 @@ class Manifest:
         files = [f"{folder}/p={part}/v{self.partitions[part]}.parquet" for part in chosen]
         return files + [str(self.template_file(table))]
 
+    def unsettled_parts(self) -> set[str]:
+        """The partitions a delta in force touches: their rows in force are their base file's less the turns a
+        delta replaced, plus the deltas' rows, so their rollups (ROLLUPS) no longer add up to them."""
+        return {part for delta in self.deltas for part in delta["parts"]}
+
+    def rollup_files(self, rollup: str, parts: Iterable[str] | None = None) -> list[str]:
+        """A rollup's files (of the partitions with a base file, or of some of them) and its zero-row file."""
+        chosen = sorted(self.partitions if parts is None else parts)
+        folder = f"{self.folder}/{rollup}"
+        return [f"{folder}/p={part}/v{self.partitions[part]}.parquet" for part in chosen] + [
+            str(self.template_file(rollup))
+        ]
+
     def delta_file(self, table: str, version: int) -> Path:
         return self.folder / DELTA_DIR / f"{table}-v{version}.parquet"
 
@@ -157,6 +179,7 @@ class Manifest:
         """Every file this version names."""
         named = {name for table in TABLES for name in self.table_files(table) + self.delta_files(table)}
         named |= set(self.delta_files(REPLACED))
+        named |= {name for rollup in ROLLUPS for name in self.rollup_files(rollup)}
         named |= {str(self.identity_file(int(run["version"]))) for run in self.identity}
         # a chunk an older turnlens wrote has no run
         named |= {str(run) for run in map(self.chunk_run_file, self.chunks) if run.exists()}
@@ -249,6 +272,26 @@ def lookup_files(manifest: Manifest, table: str) -> list[str]:
     )
 
 
+def rollup_values(manifest: Manifest) -> dict[str, str]:
+    """snapshot.sql's file lists of the rollups: `<rollup>_rollup_files`, the rollups of the partitions no
+    delta touches, and `<table>_unsettled_files`, the base files of the others, whose rows in force a reader
+    sums itself."""
+    unsettled = manifest.unsettled_parts()
+    settled = set(manifest.partitions) - unsettled
+    values = {}
+    for rollup, (table, _) in ROLLUPS.items():
+        values[f"{rollup}_rollup_files"] = sql_list(
+            read_order(manifest.rollup_files(rollup, settled), str(manifest.template_file(rollup)))
+        )
+        values[f"{table}_unsettled_files"] = sql_list(
+            read_order(
+                manifest.table_files(table, sorted(unsettled & set(manifest.partitions))),
+                str(manifest.template_file(table)),
+            )
+        )
+    return values
+
+
 def apply_snapshot_sql(
     con: duckdb.DuckDBPyConnection, segments_glob: str, manifest: Manifest, values_only: bool = False
 ) -> None:
@@ -267,6 +310,7 @@ def apply_snapshot_sql(
         "index_traces_files": sql_list(manifest.chunk_files("traces")),
         "index_segments_files": sql_list(manifest.chunk_files("segments")),
         **{f"{table}_files": sql_list(lookup_files(manifest, table)) for table in IDENTITY},
+        **rollup_values(manifest),
     }
     for name in CATALOG_FILES:
         if name not in listed:

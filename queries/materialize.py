@@ -54,6 +54,7 @@ from turnlens.queries.manifest import (
     IDENTITY,
     INDEX_DIR,
     REPLACED,
+    ROLLUPS,
     TABLES,
     VIEWS,
     Manifest,
@@ -504,6 +505,7 @@ def publish(run: _Run, manifest: Manifest) -> Manifest:
         with _timed("index identity"):
             manifest, written = identity_index.cover(run.con, manifest)
         run.written_dirs |= {path.parent for path in written}
+    _write_rollups(run, manifest)
     with _timed("publish manifest"):
         for directory in sorted(run.written_dirs | {d.parent for d in run.written_dirs}):
             segments.fsync_dir(directory)  # the new files' entries, and the entries of new partition folders
@@ -520,6 +522,27 @@ def publish(run: _Run, manifest: Manifest) -> Manifest:
     run.published.append(manifest)
     run.published_at.append(time.perf_counter())
     return manifest
+
+
+def _write_rollups(run: _Run, manifest: Manifest) -> None:
+    """Writes the rollups (manifest.ROLLUPS) of every base file the manifest names that has none yet: the
+    partitions this run wrote, however it wrote them (a full build's bucket, on any engine; a fold; a
+    roll-up), and the zero-row file. A rollup takes its partition's version, so a partition written again
+    gets a new one and the old one is retired with its base file."""
+    for rollup, (table, macro) in ROLLUPS.items():
+        pairs = [(manifest.template_file(table), manifest.template_file(rollup))]
+        pairs += [
+            (manifest.partition_file(table, part), manifest.partition_file(rollup, part))
+            for part in manifest.partitions
+        ]
+        for source, target in pairs:
+            if target.exists():
+                continue
+            run.con.execute(
+                "create or replace temp view turnlens_rollup_input as select * from read_parquet("
+                f"{catalog.sql_string(str(source))}, hive_partitioning = false)"
+            )
+            run.copy(f"select * from {macro}('turnlens_rollup_input')", target, step=f"write {rollup}")
 
 
 def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:

@@ -152,3 +152,46 @@ create or replace macro turn_files_of(traces) as (
         anti join read_parquet({{index_segments_files}}, hive_partitioning = false) as i using (file)
     )
 );
+
+-- node_skew_minutes and node_skew_histogram (node_skew's parts) from the rollups (manifest.py, ROLLUPS): each
+-- partition no delta touches gives its sums, written with its base file; the partitions deltas touch (the last
+-- minutes, a retried export's) give the sums of their rows in force. A node's minute can have sums in several
+-- partitions (a turn belongs to the partition it started in): they are added up. The Overview reads a few rows per
+-- node, minute and partition instead of every turn's.
+create or replace macro turnlens_rollup_files_node_skew_minutes() as {{node_skew_minutes_rollup_files}};
+
+create or replace macro turnlens_rollup_files_node_skew_histogram() as {{node_skew_histogram_rollup_files}};
+
+create or replace macro turnlens_unsettled_files_turn_node_skew() as {{turn_node_skew_unsettled_files}};
+
+-- turn_node_skew's rows in force in the partitions a delta touches
+create or replace view turnlens_unsettled_turn_node_skew as
+select * from read_parquet(turnlens_unsettled_files_turn_node_skew(), hive_partitioning = false)
+anti join turnlens_superseded using (session_id, turn_id)
+union all by name
+select * from turnlens_delta_turn_node_skew;
+
+create or replace view node_skew_minutes as
+select
+    node,
+    min(service_name) as service_name,
+    minute,
+    sum(events)::bigint as events,
+    max(max_skew_ms) as max_skew_ms,
+    min(min_skew_ms) as min_skew_ms,
+    sum(sum_skew_ms) as sum_skew_ms
+from (
+    select * from read_parquet(turnlens_rollup_files_node_skew_minutes(), hive_partitioning = false)
+    union all by name
+    select * from node_skew_minutes_of('turnlens_unsettled_turn_node_skew')
+)
+group by node, minute;
+
+create or replace view node_skew_histogram as
+select node, minute, bucket, sum(skews)::bigint as skews
+from (
+    select * from read_parquet(turnlens_rollup_files_node_skew_histogram(), hive_partitioning = false)
+    union all by name
+    select * from node_skew_histogram_of('turnlens_unsettled_turn_node_skew')
+)
+group by all;

@@ -11,7 +11,9 @@
 --   tolerance_ms: the tolerance (settings.skew_tolerance_ms: 100 ms, 20 ms for one data centre).
 --   over_tolerance: max_skew_ms is above the tolerance.
 --   anomaly: max_skew_ms is above settings.skew_anomaly_ms (200 ms).
--- The rows are added up from turn_node_skew (one row per turn, node and minute), which a snapshot materialises.
+-- The rows are read from node_skew_minutes and node_skew_histogram, sums over turn_node_skew (one row per turn,
+-- node and minute) that add up again: a store with derived state keeps them per partition, so the Overview reads
+-- a few rows per node, minute and partition, not one per turn.
 -- The p95 is not an exact quantile: that holds every skew of a minute in memory at once, and a store of 30M spans
 -- has ~300M of them (an exact p95 of every minute ran out of a 5.8 GB memory limit there). Each skew is counted
 -- instead in a bucket 2 % wide (bucket i holds (1.02^(i-1), 1.02^i] ms; skews under a nanosecond in bucket
@@ -20,25 +22,7 @@
 -- The middle of a bucket is within 1 % of every value in it.
 create or replace view node_skew as
 with per_minute as (
-    select
-        node,
-        min(service_name) as service_name,
-        minute,
-        sum(events)::bigint as events,
-        max(list_max(abs_skews)) as max_skew_ms,
-        min(min_skew_ms) as min_skew_ms,
-        round(sum(sum_skew_ms) / sum(events), 6) as mean_skew_ms
-    from turn_node_skew
-    group by node, minute
-),
-
-buckets as (
-    select node, minute, bucket, count(*) as skews
-    from (
-        select node, minute, if(abs_skew < 1e-6, -1000, ceil(ln(abs_skew) / ln(1.02))::integer) as bucket
-        from (select node, minute, unnest(abs_skews) as abs_skew from turn_node_skew)
-    )
-    group by all
+    select * exclude (sum_skew_ms), round(sum_skew_ms / events, 6) as mean_skew_ms from node_skew_minutes
 ),
 
 ranked as (
@@ -47,7 +31,7 @@ ranked as (
         minute,
         bucket,
         sum(skews) over (partition by node, minute order by bucket) as up_to
-    from buckets
+    from node_skew_histogram
 ),
 
 p95 as (

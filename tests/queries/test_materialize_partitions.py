@@ -137,6 +137,9 @@ LIVE = {
     "turn_node_skew": "turn_node_skew_of('turn_events')",
     "tool_claims": "tool_claims_of('turn_events')",
 }
+# the store-wide views a store with derived state adds up from per-partition rollups and the partitions deltas
+# touch: they must equal the same views over every turn's rows computed live
+ROLLED_UP = ("node_skew_minutes", "node_skew_histogram", "node_skew")
 
 
 def plain_rows(store: Path) -> dict[str, list[tuple]]:
@@ -147,7 +150,8 @@ def plain_rows(store: Path) -> dict[str, list[tuple]]:
     for view in ("side_effects", "cancel_acks", "divergences"):
         con.execute(f"create temp table live_{view} as select * from {LIVE[view]}")
     rows = {
-        view: con.execute(f"select * from {source} order by all").fetchall() for view, source in LIVE.items()
+        view: con.execute(f"select * from {source} order by all").fetchall()
+        for view, source in [*LIVE.items(), *zip(ROLLED_UP, ROLLED_UP, strict=True)]
     }
     con.close()
     return rows
@@ -156,7 +160,9 @@ def plain_rows(store: Path) -> dict[str, list[tuple]]:
 def snapshot_rows(store: Path) -> dict[str, list[tuple]]:
     """Every row of the derived views as the store's catalogue shows them."""
     with catalog.connect(store) as con:
-        return {view: con.execute(f"select * from {view} order by all").fetchall() for view in LIVE}
+        return {
+            view: con.execute(f"select * from {view} order by all").fetchall() for view in [*LIVE, *ROLLED_UP]
+        }
 
 
 def _ns(ms: float) -> int:

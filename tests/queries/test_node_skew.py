@@ -12,6 +12,11 @@ NODE_SKEW = (sqlfiles.QUERIES_DIR / "views" / "node_skew.sql").read_text()
 
 TURN_NODE_SKEW = (sqlfiles.QUERIES_DIR / "views" / "turn_node_skew.sql").read_text()
 TURN_NODE_SKEW_OF = sqlfiles.split_statements(TURN_NODE_SKEW)[0]  # the macro, not the view over turn_events
+# the sums node_skew reads, over turn_node_skew
+NODE_SKEW_PARTS = [
+    (sqlfiles.QUERIES_DIR / "views" / f"{part}.sql").read_text()
+    for part in ("node_skew_minutes", "node_skew_histogram")
+]
 
 
 def _store(con: duckdb.DuckDBPyConnection) -> None:
@@ -24,6 +29,8 @@ def _store(con: duckdb.DuckDBPyConnection) -> None:
     )
     con.execute(TURN_NODE_SKEW_OF)
     con.execute("create view turn_node_skew as select * from turn_node_skew_of('events')")
+    for part in NODE_SKEW_PARTS:
+        con.execute(part)
     con.execute(NODE_SKEW)
 
 
