@@ -42,13 +42,15 @@ VIEWS = (
 IDENTITY = ("trace_turns", "trace_keys", "trace_links")
 TABLES = VIEWS + IDENTITY
 # Rollups: per-partition sums a store-wide view adds up again instead of reading every turn's row. Each is
-# the named macro (views/) over one partition's file of a table, written beside it with the same version
-# whenever that file is new (materialize.publish), so a partition's rollup is a function of its base file
-# alone. A reader takes the rollups of the partitions no delta touches and sums the rows in force of the
-# others itself (derived/snapshot.sql). rollup -> (the table it sums, the macro that sums it)
-ROLLUPS = {
-    "node_skew_minutes": ("turn_node_skew", "node_skew_minutes_of"),
-    "node_skew_histogram": ("turn_node_skew", "node_skew_histogram_of"),
+# the named macro (views/) over one partition's files of some tables, written beside them with the same
+# version whenever those files are new (materialize.publish), so a partition's rollup is a function of its
+# base files alone. A reader takes the rollups of the partitions no delta touches and sums the rows in force
+# of the others itself (derived/snapshot.sql). rollup -> (the tables it sums, in the macro's argument order;
+# the macro)
+ROLLUPS: dict[str, tuple[tuple[str, ...], str]] = {
+    "node_skew_minutes": (("turn_node_skew",), "node_skew_minutes_of"),
+    "node_skew_histogram": (("turn_node_skew",), "node_skew_histogram_of"),
+    "tool_observed": (("tool_claims", "side_effects", "divergences"), "tool_observed_of"),
 }
 REPLACED = "replaced_turns"  # a delta's list of the turns it replaces (its rows of them may be none)
 # delta/<table>-v<N>.parquet: the rows of the turns refresh N recomputed, all partitions (one folder: the
@@ -155,9 +157,11 @@ class Manifest:
     def current_values(self, table: str) -> dict[str, str]:
         """The file lists of derived/current.sql for one table."""
         template = str(self.template_file(table))
+        unsettled = sorted(self.unsettled_parts() & set(self.partitions))
         return {
             "table": table,
             "base_files": sql_list(read_order(self.table_files(table), template)),
+            "unsettled_files": sql_list(read_order(self.table_files(table, unsettled), template)),
             "delta_files": sql_list(read_order(self.delta_files(table), template)),
             "replaced_files": sql_list(
                 read_order(self.delta_files(REPLACED), str(self.template_file("trace_turns")))
@@ -273,23 +277,15 @@ def lookup_files(manifest: Manifest, table: str) -> list[str]:
 
 
 def rollup_values(manifest: Manifest) -> dict[str, str]:
-    """snapshot.sql's file lists of the rollups: `<rollup>_rollup_files`, the rollups of the partitions no
-    delta touches, and `<table>_unsettled_files`, the base files of the others, whose rows in force a reader
-    sums itself."""
-    unsettled = manifest.unsettled_parts()
-    settled = set(manifest.partitions) - unsettled
-    values = {}
-    for rollup, (table, _) in ROLLUPS.items():
-        values[f"{rollup}_rollup_files"] = sql_list(
+    """snapshot.sql's file lists of the rollups, `<rollup>_rollup_files`: the rollups of the partitions no
+    delta touches (a reader sums the rows in force of the others itself: `turnlens_unsettled_<table>`)."""
+    settled = set(manifest.partitions) - manifest.unsettled_parts()
+    return {
+        f"{rollup}_rollup_files": sql_list(
             read_order(manifest.rollup_files(rollup, settled), str(manifest.template_file(rollup)))
         )
-        values[f"{table}_unsettled_files"] = sql_list(
-            read_order(
-                manifest.table_files(table, sorted(unsettled & set(manifest.partitions))),
-                str(manifest.template_file(table)),
-            )
-        )
-    return values
+        for rollup in ROLLUPS
+    }
 
 
 def apply_snapshot_sql(

@@ -525,24 +525,27 @@ def publish(run: _Run, manifest: Manifest) -> Manifest:
 
 
 def _write_rollups(run: _Run, manifest: Manifest) -> None:
-    """Writes the rollups (manifest.ROLLUPS) of every base file the manifest names that has none yet: the
+    """Writes the rollups (manifest.ROLLUPS) of every partition the manifest names that has none yet: the
     partitions this run wrote, however it wrote them (a full build's bucket, on any engine; a fold; a
-    roll-up), and the zero-row file. A rollup takes its partition's version, so a partition written again
-    gets a new one and the old one is retired with its base file."""
-    for rollup, (table, macro) in ROLLUPS.items():
-        pairs = [(manifest.template_file(table), manifest.template_file(rollup))]
-        pairs += [
-            (manifest.partition_file(table, part), manifest.partition_file(rollup, part))
-            for part in manifest.partitions
+    roll-up), and of the zero-row files. A rollup takes its partition's version, so a partition written again
+    gets a new one and the old one is retired with its base files."""
+    for rollup, (tables, macro) in ROLLUPS.items():
+        pairs: list[tuple[list[Path], Path]] = [
+            ([manifest.template_file(table) for table in tables], manifest.template_file(rollup))
         ]
-        for source, target in pairs:
+        for part in manifest.partitions:
+            sources = [manifest.partition_file(table, part) for table in tables]
+            pairs.append((sources, manifest.partition_file(rollup, part)))
+        for sources, target in pairs:
             if target.exists():
                 continue
-            run.con.execute(
-                "create or replace temp view turnlens_rollup_input as select * from read_parquet("
-                f"{catalog.sql_string(str(source))}, hive_partitioning = false)"
-            )
-            run.copy(f"select * from {macro}('turnlens_rollup_input')", target, step=f"write {rollup}")
+            for table, source in zip(tables, sources, strict=True):
+                run.con.execute(
+                    f"create or replace temp view turnlens_rollup_{table} as select * from read_parquet("
+                    f"{catalog.sql_string(str(source))}, hive_partitioning = false)"
+                )
+            arguments = ", ".join(f"'turnlens_rollup_{table}'" for table in tables)
+            run.copy(f"select * from {macro}({arguments})", target, step=f"write {rollup}")
 
 
 def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:

@@ -153,23 +153,27 @@ create or replace macro turn_files_of(traces) as (
     )
 );
 
--- node_skew_minutes and node_skew_histogram (node_skew's parts) from the rollups (manifest.py, ROLLUPS): each
--- partition no delta touches gives its sums, written with its base file; the partitions deltas touch (the last
--- minutes, a retried export's) give the sums of their rows in force. A node's minute can have sums in several
--- partitions (a turn belongs to the partition it started in): they are added up. The Overview reads a few rows per
--- node, minute and partition instead of every turn's.
+-- Rollups (manifest.py, ROLLUPS): the store-wide views whose rows are sums (node_skew_minutes, node_skew_histogram,
+-- tool_observed) add up, for each partition no delta in force touches, its rollup, written with its base files;
+-- for the partitions deltas touch (the last minutes, a retried export's), the same sums over their rows in force.
+-- A node's minute, or a tool, has sums in several partitions: they add up. The Overview and the Tools page read a
+-- few rows per partition instead of every turn's.
+
+-- once for each derived table ({{table}}): the base files of the partitions a delta touches
+create or replace macro turnlens_unsettled_files_{{table}}() as {{unsettled_files}};
+
+-- once for each derived table ({{table}}): its rows in force in the partitions a delta touches
+create or replace view turnlens_unsettled_{{table}} as
+select * from read_parquet(turnlens_unsettled_files_{{table}}(), hive_partitioning = false)
+anti join turnlens_superseded using (session_id, turn_id)
+union all by name
+select * from turnlens_delta_{{table}};
+
 create or replace macro turnlens_rollup_files_node_skew_minutes() as {{node_skew_minutes_rollup_files}};
 
 create or replace macro turnlens_rollup_files_node_skew_histogram() as {{node_skew_histogram_rollup_files}};
 
-create or replace macro turnlens_unsettled_files_turn_node_skew() as {{turn_node_skew_unsettled_files}};
-
--- turn_node_skew's rows in force in the partitions a delta touches
-create or replace view turnlens_unsettled_turn_node_skew as
-select * from read_parquet(turnlens_unsettled_files_turn_node_skew(), hive_partitioning = false)
-anti join turnlens_superseded using (session_id, turn_id)
-union all by name
-select * from turnlens_delta_turn_node_skew;
+create or replace macro turnlens_rollup_files_tool_observed() as {{tool_observed_rollup_files}};
 
 create or replace view node_skew_minutes as
 select
@@ -195,3 +199,24 @@ from (
     select * from node_skew_histogram_of('turnlens_unsettled_turn_node_skew')
 )
 group by all;
+
+create or replace view tool_observed as
+select
+    tool_name,
+    sum(calls)::bigint as calls,
+    list_sort(list_distinct(flatten(list(observed_tiers)))) as observed_tiers,
+    list_sort(list_distinct(flatten(list(observed_dispatch)))) as observed_dispatch,
+    list_sort(list_distinct(flatten(list(observed_billable)))) as observed_billable,
+    list_sort(list_distinct(flatten(list(observed_approval)))) as observed_approval,
+    sum(calls_without_tier)::bigint as calls_without_tier,
+    sum(calls_untiered)::bigint as calls_untiered,
+    sum(eager_dispatches)::bigint as eager_dispatches,
+    sum(eager_side_effects)::bigint as eager_side_effects
+from (
+    select * from read_parquet(turnlens_rollup_files_tool_observed(), hive_partitioning = false)
+    union all by name
+    select * from tool_observed_of(
+        'turnlens_unsettled_tool_claims', 'turnlens_unsettled_side_effects', 'turnlens_unsettled_divergences'
+    )
+)
+group by tool_name;

@@ -11,41 +11,14 @@
 --   billable_mismatch: a span said billable other than declared.
 --   registry_requires_approval: declared as requiring approval.
 --   approval_mismatch: a span said requires_approval other than declared.
---   calls: tool calls observed.
+--   calls: tool calls observed (a call is one tool_call_id of a turn: an id a later turn uses again is another call).
 --   calls_without_tier: calls whose spans carried no tier (the registry fills it in, when it has one).
 --   eager_dispatches: calls observed with dispatch eager.
 --   eager_side_effects: eager_side_effect findings on this tool's calls.
 --   verdict: ok, mismatch (spans and registry disagree), unregistered (seen, not declared), untiered (seen, no tier anywhere) or unused (declared, never seen).
 create or replace view tool_audit as
-with observed as (  -- the spans' own claims (tool_claims), before the registry fills anything in
-    select
-        tool_name,
-        count(distinct tool_call_id) as calls,
-        list_sort(list_distinct(flatten(list(tiers)))) as observed_tiers,
-        list_sort(list_distinct(flatten(list(dispatches)))) as observed_dispatch,
-        list_distinct(flatten(list(billables))) as observed_billable,
-        list_distinct(flatten(list(approvals))) as observed_approval
-    from tool_claims
-    group by tool_name
-),
-
-ledger as (
-    select
-        tool_name,
-        count(*) filter (where tier_source is distinct from 'span') as calls_without_tier,
-        count(*) filter (where tier is null) as calls_untiered,
-        count(*) filter (where dispatch = 'eager') as eager_dispatches
-    from side_effects
-    where tool_name is not null
-    group by tool_name
-),
-
-eager_findings as (
-    select c.tool_name, count(*) as eager_side_effects
-    from divergences as d
-    join side_effects as c using (session_id, turn_id, tool_call_id)
-    where d.kind = 'eager_side_effect'
-    group by c.tool_name
+with observed as (  -- tools the spans made claims about (tool_observed: the claims and the ledger, per tool)
+    select * from tool_observed where calls > 0
 ),
 
 joined as (
@@ -72,11 +45,10 @@ joined as (
         coalesce(l.calls_without_tier, 0) as calls_without_tier,
         coalesce(l.calls_untiered, 0) as calls_untiered,
         coalesce(l.eager_dispatches, 0) as eager_dispatches,
-        coalesce(f.eager_side_effects, 0) as eager_side_effects
+        coalesce(l.eager_side_effects, 0) as eager_side_effects
     from tool_registry_entries as r
     full outer join observed as o on o.tool_name = r.tool_name
-    left join ledger as l on l.tool_name = coalesce(r.tool_name, o.tool_name)
-    left join eager_findings as f on f.tool_name = coalesce(r.tool_name, o.tool_name)
+    left join tool_observed as l on l.tool_name = coalesce(r.tool_name, o.tool_name)
 )
 
 select

@@ -139,7 +139,7 @@ LIVE = {
 }
 # the store-wide views a store with derived state adds up from per-partition rollups and the partitions deltas
 # touch: they must equal the same views over every turn's rows computed live
-ROLLED_UP = ("node_skew_minutes", "node_skew_histogram", "node_skew")
+ROLLED_UP = ("node_skew_minutes", "node_skew_histogram", "node_skew", "tool_observed", "tool_audit")
 
 
 def plain_rows(store: Path) -> dict[str, list[tuple]]:
