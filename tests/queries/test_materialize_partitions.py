@@ -698,3 +698,37 @@ def test_the_derived_tables_are_estimated_at_their_rows_so_joins_build_on_the_sm
             view = f"turnlens_current_{table}"
             estimates = _parquet_estimates(con, f"select * from {view}")
             assert estimates and min(estimates) > 0, f"{view}: {estimates}"
+
+
+def test_store_wide_sums_read_the_rollups_of_settled_partitions_not_their_turns(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    """node_skew and tool_audit add up each settled partition's rollup: with that partition's per-turn files
+    gone they answer as before, while the partition a delta touches is summed from its rows in force."""
+    early = contract_turn(turn="early", key="k-early", trace="te", session="s-early")
+    late_turn = shifted(contract_turn(turn="late", key="k-late", trace="tl", session="s-late"), 5 * MINUTE_MS)
+    tool_spans = [row for row in late_turn if row["layer"] == "tool"]
+    staged.send(early + [row for row in late_turn if row not in tool_spans], at_ms=5 * MINUTE_MS + 4000)
+    staged.refresh(5 * MINUTE_MS + 5000)
+    staged.send(tool_spans, at_ms=5 * MINUTE_MS + 8000)  # a delta for the late turn's partition
+    assert staged.refresh(5 * MINUTE_MS + 9000)["mode"] == "refresh"
+    derived = staged.assert_equal_to_live()
+    assert derived["node_skew"], "skews to sum"
+    assert any(calls > 0 for *_, calls in (row[:13] for row in derived["tool_audit"])), "calls to sum"
+
+    manifest = derived_manifest.current_snapshot(staged.dir)
+    assert manifest is not None
+    [settled] = set(manifest.partitions) - manifest.unsettled_parts()
+    summed = ("turn_node_skew", "tool_claims", "side_effects", "divergences")
+    hidden = [Path(manifest.partition_file(table, settled)) for table in summed]
+    for path in hidden:
+        path.rename(path.with_suffix(".hidden"))
+    try:
+        with catalog.connect(staged.dir) as con:
+            for view in ("node_skew", "tool_audit"):
+                assert con.execute(f"select * from {view} order by all").fetchall() == derived[view]
+            with pytest.raises(duckdb.IOException):  # the per-turn rows themselves are gone
+                con.execute("select count(*) from turn_node_skew").fetchall()
+    finally:
+        for path in hidden:
+            path.with_suffix(".hidden").rename(path)
