@@ -19,19 +19,98 @@ select
 create or replace view {{view}} as
 select * from turnlens_current_{{view}};
 
+-- Rollups (manifest.py, ROLLUPS): the store-wide views whose rows are sums (node_skew_minutes, node_skew_histogram,
+-- tool_observed) or firsts (divergences' untiered_tool findings) read, for each partition no delta in force
+-- touches, its rollup, written with its base files; for the partitions deltas touch (the last minutes, a retried
+-- export's), the same over their rows in force. A node's minute, a tool or a day has rollup rows in several
+-- partitions: they add up. The Overview, the Tools page and every read of divergences or turns read a few rows
+-- per partition for these instead of every turn's.
+
+-- once for each derived table ({{table}}): the base files of the partitions a delta touches
+create or replace macro turnlens_unsettled_files_{{table}}() as {{unsettled_files}};
+
+-- once for each derived table ({{table}}): its rows in force in the partitions a delta touches
+create or replace view turnlens_unsettled_{{table}} as
+select * from read_parquet(turnlens_unsettled_files_{{table}}(), hive_partitioning = false)
+anti join turnlens_superseded using (session_id, turn_id)
+union all by name
+select * from turnlens_delta_{{table}};
+
+create or replace macro turnlens_rollup_files_node_skew_minutes() as {{node_skew_minutes_rollup_files}};
+
+create or replace macro turnlens_rollup_files_node_skew_histogram() as {{node_skew_histogram_rollup_files}};
+
+create or replace macro turnlens_rollup_files_tool_observed() as {{tool_observed_rollup_files}};
+
+create or replace macro turnlens_rollup_files_untiered_candidates() as {{untiered_candidates_rollup_files}};
+
+-- the first untiered call of each tool and day in each partition (divergences and turns find the store's first
+-- of each day among them)
+create or replace view turnlens_untiered_candidates as
+select * from read_parquet(turnlens_rollup_files_untiered_candidates(), hive_partitioning = false)
+union all by name
+select * from untiered_candidates_of('turnlens_unsettled_side_effects');
+
+create or replace view node_skew_minutes as
+select
+    node,
+    min(service_name) as service_name,
+    minute,
+    sum(events)::bigint as events,
+    max(max_skew_ms) as max_skew_ms,
+    min(min_skew_ms) as min_skew_ms,
+    sum(sum_skew_ms) as sum_skew_ms
+from (
+    select * from read_parquet(turnlens_rollup_files_node_skew_minutes(), hive_partitioning = false)
+    union all by name
+    select * from node_skew_minutes_of('turnlens_unsettled_turn_node_skew')
+)
+group by node, minute;
+
+create or replace view node_skew_histogram as
+select node, minute, bucket, sum(skews)::bigint as skews
+from (
+    select * from read_parquet(turnlens_rollup_files_node_skew_histogram(), hive_partitioning = false)
+    union all by name
+    select * from node_skew_histogram_of('turnlens_unsettled_turn_node_skew')
+)
+group by all;
+
+create or replace view tool_observed as
+select
+    tool_name,
+    sum(calls)::bigint as calls,
+    list_sort(list_distinct(flatten(list(observed_tiers)))) as observed_tiers,
+    list_sort(list_distinct(flatten(list(observed_dispatch)))) as observed_dispatch,
+    list_sort(list_distinct(flatten(list(observed_billable)))) as observed_billable,
+    list_sort(list_distinct(flatten(list(observed_approval)))) as observed_approval,
+    sum(calls_without_tier)::bigint as calls_without_tier,
+    sum(calls_untiered)::bigint as calls_untiered,
+    sum(eager_dispatches)::bigint as eager_dispatches,
+    sum(eager_side_effects)::bigint as eager_side_effects
+from (
+    select * from read_parquet(turnlens_rollup_files_tool_observed(), hive_partitioning = false)
+    union all by name
+    select * from tool_observed_of(
+        'turnlens_unsettled_tool_claims', 'turnlens_unsettled_side_effects', 'turnlens_unsettled_divergences'
+    )
+)
+group by tool_name;
+
 -- untiered_tool is one finding per tool and UTC day of the whole store (views/divergences.sql), which a partition
--- cannot tell: partitions hold no such row (derived/fresh.sql), and these reads find them from the calls every
--- partition's side_effects holds, the same aggregation as the live view's; `turns` counts them on their turns.
+-- cannot tell: partitions hold no such row (derived/fresh.sql), and these reads find them with the same
+-- aggregation as the live view's, over each partition's first untiered call of each tool and day (the rollup
+-- untiered_candidates, above) instead of every call of the store; `turns` counts them on their turns.
 create or replace view divergences as
 select * from turnlens_current_divergences
 union all by name
-select * from untiered_tool_of('side_effects');
+select * from untiered_tool_of('turnlens_untiered_candidates');
 
 create or replace view turns as
 select t.* replace (t.findings + coalesce(u.findings, 0) as findings)
 from turnlens_current_turns as t
 left join (
-    select session_id, turn_id, count(*) as findings from untiered_tool_of('side_effects') group by all
+    select session_id, turn_id, count(*) as findings from untiered_tool_of('turnlens_untiered_candidates') group by all
 ) as u using (session_id, turn_id);
 
 -- turn_traces_of(turns) and key_traces_of(traces), as base/spans.sql defines them, found from the derived side
@@ -152,71 +231,3 @@ create or replace macro turn_files_of(traces) as (
         anti join read_parquet({{index_segments_files}}, hive_partitioning = false) as i using (file)
     )
 );
-
--- Rollups (manifest.py, ROLLUPS): the store-wide views whose rows are sums (node_skew_minutes, node_skew_histogram,
--- tool_observed) add up, for each partition no delta in force touches, its rollup, written with its base files;
--- for the partitions deltas touch (the last minutes, a retried export's), the same sums over their rows in force.
--- A node's minute, or a tool, has sums in several partitions: they add up. The Overview and the Tools page read a
--- few rows per partition instead of every turn's.
-
--- once for each derived table ({{table}}): the base files of the partitions a delta touches
-create or replace macro turnlens_unsettled_files_{{table}}() as {{unsettled_files}};
-
--- once for each derived table ({{table}}): its rows in force in the partitions a delta touches
-create or replace view turnlens_unsettled_{{table}} as
-select * from read_parquet(turnlens_unsettled_files_{{table}}(), hive_partitioning = false)
-anti join turnlens_superseded using (session_id, turn_id)
-union all by name
-select * from turnlens_delta_{{table}};
-
-create or replace macro turnlens_rollup_files_node_skew_minutes() as {{node_skew_minutes_rollup_files}};
-
-create or replace macro turnlens_rollup_files_node_skew_histogram() as {{node_skew_histogram_rollup_files}};
-
-create or replace macro turnlens_rollup_files_tool_observed() as {{tool_observed_rollup_files}};
-
-create or replace view node_skew_minutes as
-select
-    node,
-    min(service_name) as service_name,
-    minute,
-    sum(events)::bigint as events,
-    max(max_skew_ms) as max_skew_ms,
-    min(min_skew_ms) as min_skew_ms,
-    sum(sum_skew_ms) as sum_skew_ms
-from (
-    select * from read_parquet(turnlens_rollup_files_node_skew_minutes(), hive_partitioning = false)
-    union all by name
-    select * from node_skew_minutes_of('turnlens_unsettled_turn_node_skew')
-)
-group by node, minute;
-
-create or replace view node_skew_histogram as
-select node, minute, bucket, sum(skews)::bigint as skews
-from (
-    select * from read_parquet(turnlens_rollup_files_node_skew_histogram(), hive_partitioning = false)
-    union all by name
-    select * from node_skew_histogram_of('turnlens_unsettled_turn_node_skew')
-)
-group by all;
-
-create or replace view tool_observed as
-select
-    tool_name,
-    sum(calls)::bigint as calls,
-    list_sort(list_distinct(flatten(list(observed_tiers)))) as observed_tiers,
-    list_sort(list_distinct(flatten(list(observed_dispatch)))) as observed_dispatch,
-    list_sort(list_distinct(flatten(list(observed_billable)))) as observed_billable,
-    list_sort(list_distinct(flatten(list(observed_approval)))) as observed_approval,
-    sum(calls_without_tier)::bigint as calls_without_tier,
-    sum(calls_untiered)::bigint as calls_untiered,
-    sum(eager_dispatches)::bigint as eager_dispatches,
-    sum(eager_side_effects)::bigint as eager_side_effects
-from (
-    select * from read_parquet(turnlens_rollup_files_tool_observed(), hive_partitioning = false)
-    union all by name
-    select * from tool_observed_of(
-        'turnlens_unsettled_tool_claims', 'turnlens_unsettled_side_effects', 'turnlens_unsettled_divergences'
-    )
-)
-group by tool_name;

@@ -42,6 +42,21 @@ from (
 )
 group by tool_name, epoch_ms(detected_hlc >> 16)::date;
 
+-- untiered_candidates_of(calls): of the calls untiered_tool_of reads, the first of each tool and UTC day (by the
+-- same detected HLC), in side_effects' columns: untiered_tool_of over the candidates of any split of the calls
+-- gives what it gives over all of them. A store with derived state keeps each partition's candidates (a rollup),
+-- so its read of divergences reads those, not every call of the store.
+create or replace macro untiered_candidates_of(calls) as table
+select * exclude (detected_hlc)
+from (
+    select *, coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc, failed_hlc) as detected_hlc
+    from query_table(calls)
+    where tier is null and coalesce(tool_name, '') not in ('final_answer', 'final_result')
+)
+qualify row_number() over (
+    partition by tool_name, epoch_ms(detected_hlc >> 16)::date order by detected_hlc nulls last
+) = 1;
+
 -- divergences_from(rows, ledger, acks): the findings over a relation with turn_events' columns and the side_effects
 -- and cancel_acks already computed from it, each named by string: the turns view holds those two anyway, and
 -- computing them again here was a third of this macro's cost. The callers pass materialised CTEs: views would be

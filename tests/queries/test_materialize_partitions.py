@@ -732,3 +732,29 @@ def test_store_wide_sums_read_the_rollups_of_settled_partitions_not_their_turns(
     finally:
         for path in hidden:
             path.with_suffix(".hidden").rename(path)
+
+
+def test_the_days_first_untiered_call_moves_to_an_earlier_one_that_arrives_late(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    """untiered_tool is found among each partition's first untiered call of the day (a rollup) and the calls
+    of the partitions deltas touch: an earlier call arriving late takes the finding from a settled
+    partition's, before and after its delta is folded."""
+    later = contract_turn(turn="later", key="k-later", trace="tb", session="s-b", tier=None)
+    later = shifted(later, 7 * MINUTE_MS)
+    earlier = contract_turn(turn="earlier", key="k-earlier", trace="ta", session="s-a", tier=None)
+    staged.send(later, at_ms=8 * MINUTE_MS)
+    staged.refresh(8 * MINUTE_MS + 1000)
+    assert staged.kinds("later") == ["untiered_tool"]
+
+    staged.send(earlier, at_ms=9 * MINUTE_MS)
+    assert staged.refresh(9 * MINUTE_MS + 1000)["mode"] == "refresh"
+    staged.assert_equal_to_live()
+    assert staged.kinds("earlier") == ["untiered_tool"] and staged.kinds("later") == []
+
+    staged.send(earlier, at_ms=10 * MINUTE_MS)  # a retried export, then a fold of every delta
+    staged.refresh(10 * MINUTE_MS + 1000, deltas_max=0)
+    manifest = derived_manifest.current_snapshot(staged.dir)
+    assert manifest is not None and manifest.deltas == [], "folded: every partition is read from its rollup"
+    staged.assert_equal_to_live()
+    assert staged.kinds("earlier") == ["untiered_tool"] and staged.kinds("later") == []
