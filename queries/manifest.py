@@ -125,14 +125,6 @@ class Manifest:
         delta replaced, plus the deltas' rows, so their rollups (ROLLUPS) no longer add up to them."""
         return {part for delta in self.deltas for part in delta["parts"]}
 
-    def rollup_files(self, rollup: str, parts: Iterable[str] | None = None) -> list[str]:
-        """A rollup's files (of the partitions with a base file, or of some of them) and its zero-row file."""
-        chosen = sorted(self.partitions if parts is None else parts)
-        folder = f"{self.folder}/{rollup}"
-        return [f"{folder}/p={part}/v{self.partitions[part]}.parquet" for part in chosen] + [
-            str(self.template_file(rollup))
-        ]
-
     def delta_file(self, table: str, version: int) -> Path:
         return self.folder / DELTA_DIR / f"{table}-v{version}.parquet"
 
@@ -184,7 +176,7 @@ class Manifest:
         """Every file this version names."""
         named = {name for table in TABLES for name in self.table_files(table) + self.delta_files(table)}
         named |= set(self.delta_files(REPLACED))
-        named |= {name for rollup in ROLLUPS for name in self.rollup_files(rollup)}
+        named |= {name for rollup in ROLLUPS for name in self.table_files(rollup)}  # laid out as tables
         named |= {str(self.identity_file(int(run["version"]))) for run in self.identity}
         # a chunk an older turnlens wrote has no run
         named |= {str(run) for run in map(self.chunk_run_file, self.chunks) if run.exists()}
@@ -283,7 +275,7 @@ def rollup_values(manifest: Manifest) -> dict[str, str]:
     settled = set(manifest.partitions) - manifest.unsettled_parts()
     return {
         f"{rollup}_rollup_files": sql_list(
-            read_order(manifest.rollup_files(rollup, settled), str(manifest.template_file(rollup)))
+            read_order(manifest.table_files(rollup, sorted(settled)), str(manifest.template_file(rollup)))
         )
         for rollup in ROLLUPS
     }
