@@ -541,11 +541,11 @@ def _write_rollups(run: _Run, manifest: Manifest) -> None:
                 continue
             for table, source in zip(tables, sources, strict=True):
                 run.con.execute(
-                    f"create or replace temp view turnlens_rollup_{table} as select * from read_parquet("
-                    f"{catalog.sql_string(str(source))}, hive_partitioning = false)"
+                    fill(run.steps["rollup_input"], {"table": table, "file": catalog.sql_string(str(source))})
                 )
-            arguments = ", ".join(f"'turnlens_rollup_{table}'" for table in tables)
-            run.copy(f"select * from {macro}({arguments})", target, step=f"write {rollup}")
+            arguments = ", ".join(catalog.sql_string(f"turnlens_rollup_{table}") for table in tables)
+            select = fill(run.steps["rollup_rows"], {"macro": macro, "arguments": arguments})
+            run.copy(select, target, step=f"write {rollup}")
 
 
 def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:

@@ -365,6 +365,15 @@ semi join (select session_id, turn_id from turnlens_delta_trace_turns where part
 select * from turnlens_delta_{{table}}
 semi join (select session_id, turn_id from turnlens_delta_trace_turns where part = {{part}}) using (session_id, turn_id);
 
+-- step: rollup_input
+-- one partition's file of a table a rollup sums (manifest.py, ROLLUPS), under the name its macro is given
+create or replace temp view turnlens_rollup_{{table}} as
+select * from read_parquet({{file}}, hive_partitioning = false);
+
+-- step: rollup_rows
+-- a partition's rollup: its macro over the partition's files (rollup_input), {{arguments}} their names
+select * from {{macro}}({{arguments}});
+
 -- step: template_rows
 -- a zero-row file per table: the columns a reader binds when no partition holds rows yet
 select * from turnlens_fresh_{{table}} limit 0;
