@@ -52,6 +52,8 @@ ROLLUPS: dict[str, tuple[tuple[str, ...], str]] = {
     "node_skew_histogram": (("turn_node_skew",), "node_skew_histogram_of"),
     "tool_observed": (("tool_claims", "side_effects", "divergences"), "tool_observed_of"),
     "untiered_candidates": (("side_effects",), "untiered_candidates_of"),
+    "turn_minutes": (("turns", "cancel_acks"), "turn_minutes_of"),
+    "finding_minutes": (("divergences",), "finding_minutes_of"),
 }
 REPLACED = "replaced_turns"  # a delta's list of the turns it replaces (its rows of them may be none)
 # delta/<table>-v<N>.parquet: the rows of the turns refresh N recomputed, all partitions (one folder: the

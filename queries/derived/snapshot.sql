@@ -20,11 +20,11 @@ create or replace view {{view}} as
 select * from turnlens_current_{{view}};
 
 -- Rollups (manifest.py, ROLLUPS): the store-wide views whose rows are sums (node_skew_minutes, node_skew_histogram,
--- tool_observed) or firsts (divergences' untiered_tool findings) read, for each partition no delta in force
--- touches, its rollup, written with its base files; for the partitions deltas touch (the last minutes, a retried
--- export's), the same over their rows in force. A node's minute, a tool or a day has rollup rows in several
--- partitions: they add up. The Overview, the Tools page and every read of divergences or turns read a few rows
--- per partition for these instead of every turn's.
+-- tool_observed, turn_minutes, finding_minutes) or firsts (divergences' untiered_tool findings) read, for each
+-- partition no delta in force touches, its rollup, written with its base files; for the partitions deltas touch
+-- (the last minutes, a retried export's), the same over their rows in force. A node's minute, a tool or a day has
+-- rollup rows in several partitions: they add up. The Overview, the Tools page and every read of divergences or
+-- turns read a few rows per partition for these instead of every turn's.
 
 -- once for each derived table ({{table}}): the base files of the partitions a delta touches
 create or replace macro turnlens_unsettled_files_{{table}}() as {{unsettled_files}};
@@ -44,12 +44,20 @@ create or replace macro turnlens_rollup_files_tool_observed() as {{tool_observed
 
 create or replace macro turnlens_rollup_files_untiered_candidates() as {{untiered_candidates_rollup_files}};
 
+create or replace macro turnlens_rollup_files_turn_minutes() as {{turn_minutes_rollup_files}};
+
+create or replace macro turnlens_rollup_files_finding_minutes() as {{finding_minutes_rollup_files}};
+
 -- the first untiered call of each tool and day in each partition (divergences and turns find the store's first
 -- of each day among them)
 create or replace view turnlens_untiered_candidates as
 select * from read_parquet(turnlens_rollup_files_untiered_candidates(), hive_partitioning = false)
 union all by name
 select * from untiered_candidates_of('turnlens_unsettled_side_effects');
+
+-- the store's untiered_tool findings: the first untiered call of each tool and day among the candidates
+create or replace view turnlens_untiered_findings as
+select * from untiered_tool_of('turnlens_untiered_candidates');
 
 create or replace view node_skew_minutes as
 select
@@ -75,6 +83,27 @@ from (
     select * from node_skew_histogram_of('turnlens_unsettled_turn_node_skew')
 )
 group by all;
+
+create or replace view turn_minutes as
+select minute, sum(turns)::bigint as turns, sum(cancelled)::bigint as cancelled
+from (
+    select * from read_parquet(turnlens_rollup_files_turn_minutes(), hive_partitioning = false)
+    union all by name
+    select * from turn_minutes_of('turnlens_unsettled_turns', 'turnlens_unsettled_cancel_acks')
+)
+group by minute;
+
+-- partitions hold no untiered_tool finding (below): those are counted from the store's, found from the candidates
+create or replace view finding_minutes as
+select minute, kind, sum(findings)::bigint as findings
+from (
+    select * from read_parquet(turnlens_rollup_files_finding_minutes(), hive_partitioning = false)
+    union all by name
+    select * from finding_minutes_of('turnlens_unsettled_divergences')
+    union all by name
+    select * from finding_minutes_of('turnlens_untiered_findings')
+)
+group by minute, kind;
 
 create or replace view tool_observed as
 select
@@ -104,13 +133,13 @@ group by tool_name;
 create or replace view divergences as
 select * from turnlens_current_divergences
 union all by name
-select * from untiered_tool_of('turnlens_untiered_candidates');
+select * from turnlens_untiered_findings;
 
 create or replace view turns as
 select t.* replace (t.findings + coalesce(u.findings, 0) as findings)
 from turnlens_current_turns as t
 left join (
-    select session_id, turn_id, count(*) as findings from untiered_tool_of('turnlens_untiered_candidates') group by all
+    select session_id, turn_id, count(*) as findings from turnlens_untiered_findings group by all
 ) as u using (session_id, turn_id);
 
 -- turn_traces_of(turns) and key_traces_of(traces), as base/spans.sql defines them, found from the derived side

@@ -139,7 +139,15 @@ LIVE = {
 }
 # the store-wide views a store with derived state adds up from per-partition rollups and the partitions deltas
 # touch: they must equal the same views over every turn's rows computed live
-ROLLED_UP = ("node_skew_minutes", "node_skew_histogram", "node_skew", "tool_observed", "tool_audit")
+ROLLED_UP = (
+    "node_skew_minutes",
+    "node_skew_histogram",
+    "node_skew",
+    "tool_observed",
+    "tool_audit",
+    "turn_minutes",
+    "finding_minutes",
+)
 
 
 def plain_rows(store: Path) -> dict[str, list[tuple]]:
@@ -703,9 +711,10 @@ def test_the_derived_tables_are_estimated_at_their_rows_so_joins_build_on_the_sm
 def test_store_wide_sums_read_the_rollups_of_settled_partitions_not_their_turns(
     staged: StagedStore, contract_turn: Any
 ) -> None:
-    """node_skew and tool_audit add up each settled partition's rollup: with that partition's per-turn files
-    gone they answer as before, while the partition a delta touches is summed from its rows in force."""
-    early = contract_turn(turn="early", key="k-early", trace="te", session="s-early")
+    """node_skew, tool_audit and the Overview's counts add up each settled partition's rollup: with that
+    partition's per-turn files gone they answer as before, while the partition a delta touches is summed from
+    its rows in force."""
+    early = contract_turn(turn="early", key="k-early", trace="te", session="s-early", cancel_at=1000)
     late_turn = shifted(contract_turn(turn="late", key="k-late", trace="tl", session="s-late"), 5 * MINUTE_MS)
     tool_spans = [row for row in late_turn if row["layer"] == "tool"]
     staged.send(early + [row for row in late_turn if row not in tool_spans], at_ms=5 * MINUTE_MS + 4000)
@@ -715,17 +724,18 @@ def test_store_wide_sums_read_the_rollups_of_settled_partitions_not_their_turns(
     derived = staged.assert_equal_to_live()
     assert derived["node_skew"], "skews to sum"
     assert any(calls > 0 for *_, calls in (row[:13] for row in derived["tool_audit"])), "calls to sum"
+    assert derived["turn_minutes"] and derived["finding_minutes"], "turns and findings to count"
 
     manifest = derived_manifest.current_snapshot(staged.dir)
     assert manifest is not None
     [settled] = set(manifest.partitions) - manifest.unsettled_parts()
-    summed = ("turn_node_skew", "tool_claims", "side_effects", "divergences")
+    summed = ("turn_node_skew", "tool_claims", "side_effects", "divergences", "turns", "cancel_acks")
     hidden = [Path(manifest.partition_file(table, settled)) for table in summed]
     for path in hidden:
         path.rename(path.with_suffix(".hidden"))
     try:
         with catalog.connect(staged.dir) as con:
-            for view in ("node_skew", "tool_audit"):
+            for view in ("node_skew", "tool_audit", "turn_minutes", "finding_minutes"):
                 assert con.execute(f"select * from {view} order by all").fetchall() == derived[view]
             with pytest.raises(duckdb.IOException):  # the per-turn rows themselves are gone
                 con.execute("select count(*) from turn_node_skew").fetchall()
@@ -758,3 +768,58 @@ def test_the_days_first_untiered_call_moves_to_an_earlier_one_that_arrives_late(
     assert manifest is not None and manifest.deltas == [], "folded: every partition is read from its rollup"
     staged.assert_equal_to_live()
     assert staged.kinds("earlier") == ["untiered_tool"] and staged.kinds("later") == []
+
+
+def test_the_overviews_counts_over_any_window_equal_a_count_of_the_rows_in_it(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    """The Overview adds up per-minute rollups for the minutes wholly inside its window and counts the rows of
+    the minutes the window cuts: over windows that cut minutes, lie inside one, end on a minute or are open,
+    its turns, cancels and findings per bucket are those of a plain count of the rows in the window."""
+    from turnlens.dashboard import data
+
+    starts = [0, 20_000, 40_000, 70_000, 10 * MINUTE_MS + 5000, 25 * MINUTE_MS]  # ms after T0
+    for n, at in enumerate(starts):
+        turn = contract_turn(
+            turn=f"w{n}", key=None if n % 3 == 0 else f"k-w{n}", trace=f"tw{n}", session=f"s-w{n}",
+            cancel_at=1000 if n % 2 else None, charged=n != 4,
+        )
+        staged.send(shifted(turn, at), at_ms=at + 5000)
+    staged.refresh(12 * MINUTE_MS)  # the first five settled in their partitions
+    staged.refresh(26 * MINUTE_MS)  # the last one through a delta
+    manifest = derived_manifest.current_snapshot(staged.dir)
+    assert manifest is not None and manifest.deltas and set(manifest.partitions) - manifest.unsettled_parts()
+    staged.assert_equal_to_live()
+
+    t0 = T0_MS
+    windows = [
+        (None, None),
+        (t0 + 1, None),  # cuts the first minute: the turn at T0 is out, the ones 20 and 40 s later in
+        (None, t0 + 30_000),  # cuts it at the other end
+        (t0 + 25_000, t0 + 45_000),  # inside one minute (T0 is 40 s into its minute)
+        (t0 + 30_000, t0 + 10 * MINUTE_MS + 5000),  # cuts two minutes, ends on a turn's start
+        (t0 - t0 % MINUTE_MS, t0 - t0 % MINUTE_MS + 2 * MINUTE_MS),  # on minute boundaries
+        (t0 + 20_000, t0 + 20_000),  # one instant
+    ]
+    with catalog.connect(staged.dir) as con:
+        for from_ms, to_ms in windows:
+            window = {"from_ms": from_ms, "to_ms": to_ms}
+            low, high = (-1 if from_ms is None else from_ms), (2**42 if to_ms is None else to_ms)
+            expected = con.execute(
+                "select count(*), count(c.turn_id) from turns as t left join cancel_acks as c "
+                "using (session_id, turn_id) where t.started_wall_ns between ? * 1000000 and ? * 1000000",
+                [low, high],
+            ).fetchall()
+            counts = data.run_named(con.cursor(), "overview_counts", window)
+            assert [tuple(counts.iloc[0])] == expected, window
+            for bucket_ms in (15_000, MINUTE_MS, 2 * MINUTE_MS):
+                expected_findings = con.execute(
+                    "select make_timestamp(((detected_hlc >> 16) // $b * $b) * 1000) as bucket, kind, "
+                    "count(*) from divergences where detected_hlc >> 16 between $low and $high "
+                    "group by all order by all",
+                    {"b": bucket_ms, "low": low, "high": high},
+                ).fetchall()
+                found = data.run_named(con.cursor(), "findings_by_kind", window | {"bucket_ms": bucket_ms})
+                rows = [tuple(row) for row in found.itertuples(index=False)]
+                assert rows == expected_findings, (window, bucket_ms)
+        assert con.execute("select sum(turns), sum(cancelled) from turn_minutes").fetchone() == (6, 3)
