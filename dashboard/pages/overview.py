@@ -54,7 +54,9 @@ bounds = data.query("store_bounds")
 span_ms = (to_ms - from_ms) if from_ms is not None and to_ms is not None else None
 if span_ms is None and len(bounds) and pd.notna(bounds["newest_ms"].iloc[0]):
     span_ms = int(bounds["newest_ms"].iloc[0] - bounds["oldest_ms"].iloc[0])
-bucket_ms = max(1000, int((span_ms or 3_600_000) / 60) // 1000 * 1000)  # about 60 bars across the window
+bar_ms = int((span_ms or 3_600_000) / 60)  # about 60 bars across the window
+# whole minutes once a bar is a minute or more: those add up the per-minute counts (finding_minutes)
+bucket_ms = bar_ms // 60_000 * 60_000 if bar_ms >= 60_000 else max(1000, bar_ms // 1000 * 1000)
 findings = data.query("findings_by_kind", from_ms=from_ms, to_ms=to_ms, bucket_ms=bucket_ms)
 
 

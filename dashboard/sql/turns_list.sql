@@ -1,8 +1,25 @@
 -- turns_list: the turns matching the Turns page's filters, newest first, at most $limit rows, each with the tools it called and the kinds and evidence of its findings.
+-- With no filter but the window, the newest $limit turns started at or after the newest minute wholly inside the
+-- window from which turn_minutes counts $limit turns: only the partitions from that minute on are read (their files'
+-- statistics skip the others), not every turn of the store. Null (a filter, or fewer turns): no bound.
+set variable turnlens_turns_list_from_ns = (
+    select epoch_ms(max(minute)) * 1000000
+    from (
+        select minute, sum(turns) over (order by minute desc) as newer
+        from turn_minutes
+        where $session = '' and len($statuses) = 0 and len($kinds) = 0 and len($tools) = 0 and len($tiers) = 0
+          and ($from_ms is null or epoch_ms(minute) >= $from_ms)
+          and ($to_ms is null or epoch_ms(minute) + 60000 <= $to_ms)
+    )
+    where newer >= $limit
+);
+
 with matching as (
     select t.*
     from turns as t
     where ($from_ms is null or t.started_wall_ns >= $from_ms * 1000000)
+      and (getvariable('turnlens_turns_list_from_ns') is null
+           or t.started_wall_ns >= getvariable('turnlens_turns_list_from_ns'))
       and ($to_ms is null or t.started_wall_ns <= $to_ms * 1000000)
       and ($session = '' or t.session_id ilike '%' || $session || '%')
       and (len($statuses) = 0 or list_contains($statuses, t.status))
