@@ -20,6 +20,7 @@ import datetime as dt
 import fcntl
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,6 +39,8 @@ LOCK = "_maintenance.lock"
 SMALL_BYTES = 32 * 1024 * 1024  # a segment at least this large is left alone
 TARGET_BYTES = 128 * 1024 * 1024  # inputs of one merge add up to at most about this (held in memory to sort)
 ROW_GROUP_ROWS = segments.LOOKUP_ROW_GROUP_ROWS  # the merged segment's row groups, sorted by trace_id
+MERGE_MARK = "-m"  # before a merged segment's count; a segment's own name ends in its 8-digit sequence number
+_MERGE_COUNT = re.compile(rf"^(?P<base>.+){MERGE_MARK}(?P<count>[0-9]{{6}})$")
 
 
 class CompactionBusy(Exception):
@@ -228,6 +231,26 @@ def _merge(sources: list[Path], tmp: Path, row_group_rows: int) -> tuple[list[Pa
     return merged, table.num_rows
 
 
+def merged_name(sources: list[Path]) -> str:
+    """The name of the segment merging `sources`: named after the first-sorting source, it sorts before
+    every one of them (`<writer>-<seq>-m999999.parquet`, then `-m999998` when that is merged again), and no
+    other merge takes it (that source is consumed by this one).
+
+    Why before: a merged segment holds copies of its sources' spans with the same received time, and the
+    views keep, of equal copies, the one whose file sorts last. A query over the views scans the store twice,
+    the rows first and the newest copy of each span after, and each scan lists the glob when it starts. A
+    merge published between the two leaves the first scan without the merged segment: had it sorted last,
+    the second would choose copies the first does not hold and the query would count none of those spans.
+    With the sources winning, the second scan chooses what the first holds, and once they are deleted the
+    merged copy is the only one either scan can choose.
+    """
+    first = min(path.name for path in sources).removesuffix(segments.SEGMENT_SUFFIX)
+    merge = _MERGE_COUNT.match(first)
+    if merge and int(merge["count"]) > 0:
+        return f"{merge['base']}{MERGE_MARK}{int(merge['count']) - 1:06d}{segments.SEGMENT_SUFFIX}"
+    return f"{first}{MERGE_MARK}999999{segments.SEGMENT_SUFFIX}"
+
+
 def _batches(files: list[Path], target_bytes: int) -> Iterator[list[Path]]:
     """Consecutive runs of files adding up to about `target_bytes` each."""
     batch: list[Path] = []
@@ -261,7 +284,6 @@ def _small_segments(
 
 def compact(
     segments_root: Path,
-    next_name: Callable[[], str],
     *,
     min_segments: int = 8,
     small_bytes: int = SMALL_BYTES,
@@ -289,13 +311,13 @@ def compact(
             for batch in _batches(files, target_bytes):
                 if len(batch) < min_segments:
                     continue
-                output = partition / next_name()
-                tmp = segments.tmp_path(output)
+                tmp = segments.tmp_path(partition / merged_name(batch))
                 try:
                     merged, rows = _merge(batch, tmp, row_group_rows)
                     if len(merged) < 2:
                         tmp.unlink()
                         continue
+                    output = partition / merged_name(merged)  # a source it skipped keeps its own name
                     entry = _Entry(
                         sources=[str(p.relative_to(segments_root)) for p in merged],
                         delete_after_unix=clock() + grace_s,

@@ -240,7 +240,6 @@ class Store:
         """Merges small segments of each date partition into larger ones; see compaction.compact."""
         return compaction.compact(
             self.segments_root,
-            self._next_segment_name,
             min_segments=min_segments,
             small_bytes=small_bytes,
             target_bytes=target_bytes,

@@ -243,6 +243,33 @@ def test_compaction_merges_small_segments_and_keeps_every_span(tmp_path: Path) -
         assert one(con, "select count(*), count(distinct span_id) from spans") == (360, 360)
 
 
+def test_a_merged_segment_sorts_before_every_segment_it_holds(tmp_path: Path) -> None:
+    """Of two equal copies the views keep the one in the last-sorting file, and a query's second scan of the
+    store can list a merged segment its first scan did not: were the merged segment to win, a query running as
+    it is published would find none of its spans (a reader counted 0 of 1000 spans)."""
+    for writer_id in ("aaa", "zzz"):  # the writers' names sort before and after the compactor's
+        with Store(tmp_path / writer_id, writer_id=writer_id, flush_interval_s=0.0) as writer:
+            for k in range(6):
+                writer.append(procs.spans(ids(1, k * 10, 10)))
+        sources = segment_files(tmp_path / writer_id)
+        with Store(tmp_path / writer_id, writer_id="mmm") as compactor:
+            compactor.compact(min_segments=2, grace_s=0)  # the sources go: the merged segment may merge again
+        (merged,) = segment_files(tmp_path / writer_id)
+        assert all(merged.name < source.name for source in sources), (merged.name, writer_id)
+
+        # merged again with newer small segments: the second merge sorts before the first one too
+        with Store(tmp_path / writer_id, writer_id=f"{writer_id}2", flush_interval_s=0.0) as writer:
+            for k in range(6, 9):
+                writer.append(procs.spans(ids(1, k * 10, 10)))
+        newer = set(segment_files(tmp_path / writer_id)) - {merged}
+        with Store(tmp_path / writer_id, writer_id="mmm") as compactor:
+            assert compactor.compact(min_segments=2, grace_s=300).replaced_segments == 4
+        (remerged,) = set(segment_files(tmp_path / writer_id)) - newer - {merged}
+        assert all(remerged.name < source.name for source in (merged, *newer)), (remerged.name, writer_id)
+        with base_views(tmp_path / writer_id) as con:
+            assert one(con, "select count(*) from spans") == (90,)
+
+
 def test_compaction_leaves_partitions_with_few_segments_alone(tmp_path: Path) -> None:
     store = open_store(tmp_path, flush_interval_s=0.0)
     for k in range(3):
