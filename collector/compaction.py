@@ -39,7 +39,7 @@ LOCK = "_maintenance.lock"
 SMALL_BYTES = 32 * 1024 * 1024  # a segment at least this large is left alone
 TARGET_BYTES = 128 * 1024 * 1024  # inputs of one merge add up to at most about this (held in memory to sort)
 ROW_GROUP_ROWS = segments.LOOKUP_ROW_GROUP_ROWS  # the merged segment's row groups, sorted by trace_id
-MERGE_MARK = "-m"  # before a merged segment's count; a segment's own name ends in its 8-digit sequence number
+MERGE_MARK = "~"  # before a merged segment's count: sorts after any character of a writer id or ".parquet"
 _MERGE_COUNT = re.compile(rf"^(?P<base>.+){MERGE_MARK}(?P<count>[0-9]{{6}})$")
 
 
@@ -232,23 +232,21 @@ def _merge(sources: list[Path], tmp: Path, row_group_rows: int) -> tuple[list[Pa
 
 
 def merged_name(sources: list[Path]) -> str:
-    """The name of the segment merging `sources`: named after the first-sorting source, it sorts before
-    every one of them (`<writer>-<seq>-m999999.parquet`, then `-m999998` when that is merged again), and no
+    """The name of the segment merging `sources`: named after the last-sorting source, it sorts after
+    every one of them (`<writer>-<seq>~000001.parquet`, then `~000002` when that is merged again), and no
     other merge takes it (that source is consumed by this one).
 
-    Why before: a merged segment holds copies of its sources' spans with the same received time, and the
-    views keep, of equal copies, the one whose file sorts last. A query over the views scans the store twice,
-    the rows first and the newest copy of each span after, and each scan lists the glob when it starts. A
-    merge published between the two leaves the first scan without the merged segment: had it sorted last,
-    the second would choose copies the first does not hold and the query would count none of those spans.
-    With the sources winning, the second scan chooses what the first holds, and once they are deleted the
-    merged copy is the only one either scan can choose.
+    Why after: a merged segment holds copies of its sources' spans with the same received time, and the views
+    keep, of equal copies, the one whose file sorts last. A query lists the store once per scan, the newest
+    copy of each span first (queries/base/spans.sql), so a later scan sees every file the first one saw, and
+    more, unless a sweep deleted sources in between: then the later scan holds the merged copy only, which
+    the first scan must have chosen.
     """
-    first = min(path.name for path in sources).removesuffix(segments.SEGMENT_SUFFIX)
-    merge = _MERGE_COUNT.match(first)
-    if merge and int(merge["count"]) > 0:
-        return f"{merge['base']}{MERGE_MARK}{int(merge['count']) - 1:06d}{segments.SEGMENT_SUFFIX}"
-    return f"{first}{MERGE_MARK}999999{segments.SEGMENT_SUFFIX}"
+    last = max(path.name for path in sources).removesuffix(segments.SEGMENT_SUFFIX)
+    merge = _MERGE_COUNT.match(last)
+    if merge:
+        return f"{merge['base']}{MERGE_MARK}{int(merge['count']) + 1:06d}{segments.SEGMENT_SUFFIX}"
+    return f"{last}{MERGE_MARK}000001{segments.SEGMENT_SUFFIX}"
 
 
 def _batches(files: list[Path], target_bytes: int) -> Iterator[list[Path]]:

@@ -161,7 +161,11 @@ create or replace macro is_run_span(attributes) as (
 -- with span_copies' columns): the copies of whole traces, with the traces their links name. spans_in passes a list's
 -- traces; the fresh part of the materialised views (derived/fresh.sql) passes a semi-join on a table of traces.
 create or replace macro spans_resolved(stored) as table
-with newest_copy as (  -- exporters retry: the newest copy of a (trace_id, span_id) wins (then the last file)
+with newest_copy as materialized (  -- exporters retry: the newest copy of a (trace_id, span_id) wins, then the
+    -- last file; of a source's copy and its merged copy, the merged one (its segment sorts after its sources,
+    -- collector/compaction.py). Materialised so that its scan lists the segments before any other scan of this
+    -- query: a later listing holds every file this one did, and more; a source the sweep deleted in between had
+    -- its merged copy published a grace period earlier, so that copy is the one that won here.
     select trace_id, span_id, max(struct_pack(received := received_unix_nano, file := filename)) as copy
     from query_table(stored)
     group by trace_id, span_id
