@@ -107,7 +107,11 @@ else attributes end
 
 def spread_over_hours(con: duckdb.DuckDBPyConnection, table: pa.Table, hour: int) -> pa.Table:
     """The copy's spans moved `hour` hours later (SHIFTED)."""
-    shift_ns = hour * 3600 * 1_000_000_000
+    return shifted(con, table, hour * 3600 * 1_000_000_000)
+
+
+def shifted(con: duckdb.DuckDBPyConnection, table: pa.Table, shift_ns: int) -> pa.Table:
+    """The spans moved `shift_ns` later, clocks and events together (SHIFTED)."""
     params = {"shift_ns": shift_ns, "shift_hlc": (shift_ns // 1_000_000) << c.HLC_LOGICAL_BITS}
     con.register("copy_rows", table)
     try:
@@ -217,10 +221,11 @@ def send_new_turns(store: Path, spans: int) -> int:
             tables.append(decode_protobuf(data).table)
     table = pa.concat_tables(tables).slice(0, spans)
     now = time.time_ns()
-    shift = now - int(pc.min(table["start_time_unix_nano"]).as_py())
-    for name in ("start_time_unix_nano", "end_time_unix_nano"):
-        index = table.schema.get_field_index(name)
-        table = table.set_column(index, name, pc.add(table[name], pa.scalar(shift, pa.int64())))
+    # moved to now as a whole, HLCs and event times with the spans (moving the spans alone set every event's
+    # wall clock months from its HLC: every turn then looked skewed, which the causal-inversion sort pays for)
+    with duckdb.connect() as con:
+        con.execute(SHIFTED_HLC)
+        table = shifted(con, table, now - int(pc.min(table["start_time_unix_nano"]).as_py()))
     received = table.schema.get_field_index("received_unix_nano")
     table = table.set_column(received, "received_unix_nano", pa.array([now] * table.num_rows, pa.int64()))
     root = store / segments.SEGMENTS_DIR
