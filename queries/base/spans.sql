@@ -171,7 +171,9 @@ with newest_copy as materialized (  -- exporters retry: the newest copy of a (tr
     group by trace_id, span_id
 ),
 
-unique_spans as (  -- a semi-join on narrow keys: ~2x faster than a window that drags every column along
+unique_spans as not materialized (  -- a semi-join on narrow keys: ~2x faster than a window that drags every column
+    -- along. Each read below projects its own columns from the stored copies (materialised, every column of every
+    -- span was copied once more before the few each read needs)
     select s.* exclude (filename)
     from query_table(stored) as s
     semi join newest_copy as n

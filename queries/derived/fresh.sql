@@ -141,10 +141,12 @@ select l.trace_id, l.linked_trace_id, t.session_id, t.turn_id
 from turnlens_trace_links_of('turnlens_fresh_stored') as l
 join turnlens_fresh_trace_turns as t using (trace_id);
 
--- without each row's attributes JSON: no derived view reads it (the columns the detectors need are typed out of it
--- by turn_events_from), and leaving it out spares casting every row's text to JSON and holding it
+-- without each row's attributes JSON nor the columns only the timelines show: no derived view reads them (the columns
+-- the detectors need are typed out of the JSON by turn_events_from), and a stream span's dozens of progress events
+-- make this the largest relation a run holds
 create or replace temp view turnlens_fresh_events as
-select * exclude (attributes) from turn_events_from('turnlens_fresh_spans');
+select * exclude (attributes, event_index, span_name, span_kind, hlc_ms, input_kind)
+from turn_events_from('turnlens_fresh_spans');
 
 create or replace temp view turnlens_fresh_side_effects as
 select * from side_effects_of('turnlens_fresh_events');
@@ -156,9 +158,12 @@ create or replace temp view turnlens_fresh_layer_verdicts as
 select * from layer_verdicts_of('turnlens_fresh_events');
 
 -- untiered_tool is one finding per tool and UTC day of the whole store, which a partition cannot tell: partitions hold
--- no such row, and the catalogue's read finds them from every partition's side_effects (snapshot.sql)
+-- no such row, and the catalogue's read finds them from every partition's side_effects (snapshot.sql). The ledger and
+-- the cancels are the ones held above (divergences_of would compute both again from a copy of the events)
 create or replace temp view turnlens_fresh_divergences as
-select * from divergences_of('turnlens_fresh_events') where kind <> 'untiered_tool';
+select *
+from divergences_from('turnlens_fresh_events', 'turnlens_fresh_side_effects', 'turnlens_fresh_cancel_acks')
+where kind <> 'untiered_tool';
 
 create or replace temp view turnlens_fresh_turn_usage as
 select * from turn_usage_of('turnlens_fresh_events', 'turnlens_fresh_cancel_acks');

@@ -63,7 +63,8 @@ qualify row_number() over (
 -- bound again at each of the many reads below (the derived state's fresh part, whose relations are views in a full
 -- build, calls divergences_of, which binds the events once).
 create or replace macro divergences_from(rows, ledger, acks) as table
-with events as (  -- read where needed: the caller passes rows derived once (a materialised CTE)
+with events as not materialized (  -- read where needed, each read projecting its own columns: the caller passes
+    -- rows derived once (a materialised CTE, a held table), and a fan-out of every row to five readers cost more
     select * from query_table(rows)
 ),
 

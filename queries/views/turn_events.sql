@@ -268,18 +268,7 @@ typed_spans as (  -- what a span's events inherit from it (tool identity), as sc
         select
             session_id, turn_id, trace_id, span_id, parent_span_id, name as span_name, kind as span_kind,
             status_code, layer, node, service_name, hlc as span_hlc, start_time_unix_nano, end_time_unix_nano,
-            attributes as span_attributes,
-            list_concat(  -- every row the span gives, unnested once below (no CTE read three times, none materialised)
-                [struct_pack(source := 'span_start', event_index := 0::bigint, name := name,
-                    wall_ns := start_time_unix_nano, own_hlc := hlc, attributes := null::varchar)],
-                case when end_time_unix_nano is not null then  -- a span that never ended has no end row (turn is open)
-                    [struct_pack(source := 'span_end', event_index := null::bigint, name := name,
-                        wall_ns := end_time_unix_nano, own_hlc := null::bigint, attributes := null::varchar)]
-                else [] end,
-                list_transform(events, lambda event, i: struct_pack(source := 'event', event_index := i::bigint,
-                    name := event.name, wall_ns := event.time_unix_nano, own_hlc := event.hlc,
-                    attributes := event.attributes))
-            ) as span_rows,
+            attributes as span_attributes, events,
             json_extract_string(attributes, [
                 '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
                 '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
@@ -290,14 +279,31 @@ typed_spans as (  -- what a span's events inherit from it (tool identity), as sc
     )
 ),
 
-exploded as (
-    select s.* exclude (span_rows), unnest(s.span_rows) as r
-    from typed_spans as s
+exploded as (  -- every row a span gives, each with its own attributes: its start and its end (a span that never
+    -- ended has no end row: its turn is open) with the span's, each event with the event's. Three reads of the
+    -- spans and an unnest of the events as they are: building a list of a span's rows to unnest took eight times
+    -- as long (0.19 s against 0.02 s for 100,000 spans, 1.2M rows: a stream span carries dozens of progress events)
+    select
+        * exclude (events, span_attributes),
+        'span_start' as source, 0::bigint as event_index, span_name as name, start_time_unix_nano as wall_ns,
+        span_hlc as own_hlc, span_attributes as own_attributes
+    from typed_spans
+    union all
+    select
+        * exclude (events, span_attributes),
+        'span_end', null, span_name, end_time_unix_nano, null, span_attributes
+    from typed_spans
+    where end_time_unix_nano is not null
+    union all
+    select
+        * exclude (events, span_attributes, event, event_index),
+        'event', event_index, event.name, event.time_unix_nano, event.hlc, event.attributes
+    from (select *, unnest(events) as event, generate_subscripts(events, 1)::bigint as event_index from typed_spans)
 ),
 
-all_rows as (  -- each row's own attributes parsed once: the event's, or the span's for its start and end
+all_rows as (  -- each row's own attributes parsed once
     select
-        * exclude (r, span_attributes, own_attributes),
+        * exclude (own_attributes),
         json_extract_string(own_attributes, [
             '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
             '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
@@ -310,24 +316,14 @@ all_rows as (  -- each row's own attributes parsed once: the event's, or the spa
             '$."gen_ai.usage.output_tokens"', '$."llm.token_count.completion"', '$."gen_ai.usage.completion_tokens"',
             '$."operation.cost"', '$."llm.cost.total"'
         ]) as own,
-        own_attributes as attributes
-    from (
-        select
-            *,
-            r.source as source,
-            r.event_index as event_index,
-            r.name as name,
-            case
-                when r.source = 'event' and not (r.name = 'exception' or r.name ilike '%chunk%'
-                    or starts_with(r.name, 'gen_ai.')) then r.name
-                -- a lifecycle step emitted as its own span (the contract's event names, kernel/contract.py)
-                when r.source = 'span_start' and r.name in (select step from contract_steps) then r.name
-            end as step,
-            r.wall_ns as wall_ns,
-            r.own_hlc as own_hlc,
-            case when r.source = 'event' then r.attributes else span_attributes end as own_attributes
-        from exploded
-    )
+        own_attributes as attributes,
+        case
+            when source = 'event' and not (name = 'exception' or name ilike '%chunk%'
+                or starts_with(name, 'gen_ai.')) then name
+            -- a lifecycle step emitted as its own span (the contract's event names, kernel/contract.py)
+            when source = 'span_start' and name in (select step from contract_steps) then name
+        end as step
+    from exploded
 ),
 
 clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by wall time, else wall time
