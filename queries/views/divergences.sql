@@ -59,9 +59,9 @@ qualify row_number() over (
 
 -- divergences_from(rows, ledger, acks): the findings over a relation with turn_events' columns and the side_effects
 -- and cancel_acks already computed from it, each named by string: the turns view holds those two anyway, and
--- computing them again here was a third of this macro's cost. The callers pass materialised CTEs: views would be
--- bound again at each of the many reads below (the derived state's fresh part, whose relations are views in a full
--- build, calls divergences_of, which binds the events once).
+-- computing them again here was a third of this macro's cost. The callers pass relations computed once: materialised
+-- CTEs (divergences_of, the turns view), or the derived state's fresh part its held tables (derived/fresh.sql); a view
+-- that computes its rows would be computed again at each of the many reads below.
 create or replace macro divergences_from(rows, ledger, acks) as table
 with events as not materialized (  -- read where needed, each read projecting its own columns: the caller passes
     -- rows derived once (a materialised CTE, a held table), and a fan-out of every row to five readers cost more
