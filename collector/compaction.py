@@ -215,7 +215,7 @@ def _merge(sources: list[Path], tmp: Path, row_group_rows: int) -> tuple[list[Pa
         try:
             parquet = pq.ParquetFile(str(path))
             if not parquet.schema_arrow.equals(SEGMENT_SCHEMA, check_metadata=False):
-                continue  # another schema version: left as it is, the views union by name
+                continue  # other types: left as it is (the sweep before a pass quarantines other columns)
             table = parquet.read()
         except (OSError, pa.ArrowException):
             continue  # unreadable or gone: never delete what was not copied

@@ -1,12 +1,15 @@
 """Quarantine: a segment file that cannot be read is moved aside, so one bad file never takes the store down.
 
+Unreadable means a footer or pages that do not read, or columns other than the segment schema's (a Parquet
+file of another program copied into segments/): the views read every segment with the columns of one.
+
 Every view reads every segment through one glob, so a single truncated or corrupt `.parquet` made every live
 query, export, materialisation and alert rule fail. A file found unreadable is moved to `DIR/quarantine/`
 (same partition path, kept for forensics, outside every glob), the move is logged, and a line is appended to
 `segments/_quarantine.jsonl`, which the `quarantined_segments` view reads and the dashboard's Overview shows.
 
-Who finds one: any reader whose query fails (`retrying` sweeps and runs the read once more), the compactor
-before it merges (a bad source would fail every pass), and the collector when it starts. A sweep reads only
+Who finds one: any reader whose query fails (`retrying` sweeps and runs the read once more), and the
+compactor before it merges (a bad source would fail every pass). A sweep reads only
 footers (a few kB a file); a file a failed query names is read whole, which also finds corrupt pages.
 This module imports no query code: readers in queries/, dashboard/ and alerts call into it.
 """
@@ -26,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from turnlens.collector import segments
 from turnlens.kernel import layout
+from turnlens.kernel.schema import SEGMENT_SCHEMA
 
 T = TypeVar("T")
 log = logging.getLogger("turnlens.quarantine")
@@ -49,14 +53,32 @@ def ensure_log(segments_root: Path) -> Path:
 
 
 def footer_problem(path: Path) -> str | None:
-    """Why the file's Parquet footer cannot be read (truncated, not Parquet), or None when it reads."""
+    """Why the file's Parquet footer cannot be read (truncated, not Parquet) or names other columns than the
+    segment schema's, or None when it reads and names those."""
     try:
-        pq.read_metadata(path)
+        names = pq.read_metadata(path).schema.to_arrow_schema().names
     except FileNotFoundError:
         return None  # compaction or retention removed it meanwhile: nothing to quarantine
     except (OSError, pa.ArrowException) as exc:
         return str(exc) or type(exc).__name__
-    return None
+    return columns_problem(names)
+
+
+def columns_problem(names: list[str]) -> str | None:
+    """Why a file with these columns cannot be read beside the segments, or None. The views read segments
+    without unifying their schemas (queries/base/spans.sql): one file's columns name every file's, so a
+    column missing from one fails every read of it, and a column only one file has is never read."""
+    expected = SEGMENT_SCHEMA.names
+    missing = [name for name in expected if name not in names]
+    extra = [name for name in names if name not in expected]
+    if not missing and not extra:
+        return None
+    def listed(names: list[str]) -> str:  # a reason is kept to 500 characters
+        return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+    parts = [f"has {listed(extra)}, which the segment schema does not have"] if extra else []
+    parts += [f"lacks {listed(missing)}"] if missing else []
+    return "not the segment schema's columns: " + "; ".join(parts)
 
 
 def content_problem(path: Path) -> str | None:

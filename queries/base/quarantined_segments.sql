@@ -1,4 +1,4 @@
--- quarantined_segments: one row per segment file moved aside because it could not be read (truncated, not Parquet, corrupt pages).
+-- quarantined_segments: one row per segment file moved aside because it could not be read (truncated, not Parquet, corrupt pages) or did not have the segment schema's columns.
 -- The rest of the store is read without it; the file itself is kept under DIR/quarantine/ for forensics.
 --   segment: the file's path under segments/ before it was moved.
 --   moved_to: where it is now, relative to the store folder.

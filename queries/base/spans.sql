@@ -44,14 +44,18 @@
 --   duration_ms: end minus start in milliseconds; null when the span never ended.
 -- span_copies(): every stored copy of every span as the segments hold it (retries not yet removed); a named query
 -- reads its narrow columns (trace_id, span_turn_id, links) to find one turn's traces without building the views.
+-- Every segment has the segment schema's columns (a file that does not is quarantined when a read meets it), so a
+-- read takes the columns of its first file (in the glob, the zero-row placeholder of date=1970-01-01) and matches
+-- the others' by name, without unifying every file's schema: at 2,314 segments that made binding a read of them
+-- cost 3.2 s instead of 0.17 s.
 create or replace macro span_copies() as table
 select * exclude (date)
-from read_parquet({{segments}}, hive_partitioning = true, union_by_name = true, filename = true);
+from read_parquet({{segments}}, hive_partitioning = true, union_by_name = false, filename = true);
 
 -- span_copies_in(files): the same rows from a list of segment files (or globs) only.
 create or replace macro span_copies_in(files) as table
 select * exclude (date)
-from read_parquet(files, hive_partitioning = true, union_by_name = true, filename = true);
+from read_parquet(files, hive_partitioning = true, union_by_name = false, filename = true);
 
 -- turn_files_of(traces): {traces, files}: the segments that can hold those traces, for spans_in to open instead of
 -- every segment. Without a snapshot nothing says where a trace is: null, and spans_in reads every segment. With one

@@ -89,8 +89,10 @@ def test_materialize_and_the_catalog_carry_on(broken_store: tuple[Path, Path]) -
     assert run.returncode == 0, run.stderr
     _moved(copy, broken)
     again = _truncate_a_copy(copy)
-    rebuilt = _turnlens("views", "--store", str(copy), "--rebuild")
+    rebuilt = _turnlens("views", "--store", str(copy), "--rebuild")  # binding reads one footer: it carries on
     assert rebuilt.returncode == 0, rebuilt.stderr
+    read = _turnlens("query", "--store", str(copy), "select count(*) from spans")  # the next read moves it
+    assert read.returncode == 0, read.stderr
     assert not again.exists()
 
 
@@ -114,3 +116,34 @@ def test_turn_detail_and_overview_work_and_say_so(broken_store: tuple[Path, Path
     assert not at.exception, at.exception
     assert "cancelled_but_committed" in "\n".join(e.value for e in at.error)
     _moved(copy, broken)
+
+
+def test_a_parquet_file_of_other_columns_is_moved_aside_and_one_of_the_same_columns_is_read(
+    store: Path, tmp_path: Path
+) -> None:
+    """The views read the segments without unifying their schemas: columns are matched by name against the
+    first file's. A file of another program's columns dropped into segments/ would fail every read, so the
+    read moves it aside and answers; a segment whose columns are the schema's in another order is read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    assert _turnlens("views", "--store", str(copy), "--rebuild").returncode == 0
+    count = "select count(*) as n, count(distinct trace_id) as traces from spans"
+    expected = json.loads(_turnlens("query", "--store", str(store), count, "--format", "json").stdout)
+    good = next(p for p in (copy / "segments").rglob("*.parquet") if "1970" not in str(p))
+    table = pq.read_table(good)
+    reordered = good.with_name("reordered.parquet")  # the same spans again, as a retried export stores them
+    pq.write_table(table.select(list(reversed(table.column_names))), reordered)
+    foreign = good.with_name("foreign.parquet")
+    pq.write_table(pa.table({"trace_id": ["f" * 32], "note": ["not a span"]}), foreign)
+
+    run = _turnlens("query", "--store", str(copy), count, "--format", "json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == expected
+    assert reordered.exists() and not foreign.exists()
+    log = (copy / "segments" / quarantine.LOG_FILE).read_text()
+    [record] = [json.loads(line) for line in log.splitlines()]
+    assert record["segment"] == str(foreign.relative_to(copy / "segments"))
+    assert "lacks span_id" in record["reason"] and "has note" in record["reason"]
