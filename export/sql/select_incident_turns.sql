@@ -6,6 +6,8 @@
 --   last_ns: its latest span end (or start, for spans that never ended).
 -- A named turn is looked for in its own traces only (turn_traces_of, held in the session variable turnlens_turn_traces
 -- with the segments that can hold them in turnlens_turn_files, as queries/turn/hold.sql does); else every trace.
+set variable turnlens_new_copy_files = turnlens_new_copy_files();
+
 set variable turnlens_turn_traces = case when $turn::varchar is not null then turn_traces_of([$turn::varchar]) end;
 
 set variable turnlens_turn_files = turn_files_of(getvariable('turnlens_turn_traces'));

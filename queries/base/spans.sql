@@ -63,6 +63,14 @@ from read_parquet(files, hive_partitioning = true, union_by_name = false, filena
 -- queries/turn/hold.sql holds it in the variable turnlens_turn_files beside turnlens_turn_traces.
 create or replace macro turn_files_of(traces) as null::struct(traces varchar[], files varchar[]);
 
+-- turnlens_new_copy_files(): the segments that can hold copies received after the derived state's watermark, which the
+-- one-turn lookups of derived/snapshot.sql read beside it; queries/turn/hold.sql holds it in the variable
+-- turnlens_new_copy_files. Without derived state nothing is indexed: null, and a lookup reads every segment.
+create or replace macro turnlens_new_copy_files() as null::varchar[];
+
+-- turnlens_segments(): the store's segments glob as a list, for a read given a list that may be unset.
+create or replace macro turnlens_segments() as [{{segments}}];
+
 -- turn_traces_of(turns): the traces a list of turns (turn ids) is made of, found from narrow columns without building
 -- the views: a trace naming one of the turns or being it, a trace linking to one of those, and every trace those link
 -- to (whose identity a linking trace inherits). A named query holds it in the session variable turnlens_turn_traces

@@ -6,6 +6,9 @@
 --   $sessions: the session ids, one per turn.
 --   $turns: the turn ids, in the same order.
 -- turnlens_turn_keys: the (session_id, turn_id) pairs held; every query keeps those turns' rows only.
+-- turnlens_new_copy_files: the segments the lookups read beside the derived state (null without one: every segment).
+set variable turnlens_new_copy_files = turnlens_new_copy_files();
+
 set variable turnlens_turn_traces = turn_traces_of($turns::varchar[]);
 
 create or replace temp table turnlens_turn_keys as
