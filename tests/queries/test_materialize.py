@@ -55,6 +55,13 @@ def one_turn_rows(con: duckdb.DuckDBPyConnection, turns: list[tuple[str, str]]) 
     ]
 
 
+def turns_with_findings(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """Twelve (session, turn) pairs with a divergence, computed from the spans on `con`."""
+    return con.execute(
+        "select distinct session_id, turn_id from divergences_of('turn_events') order by all limit 12"
+    ).fetchall()
+
+
 def plain_rows(store: Path) -> dict[str, list[tuple]]:
     """Every row of the six views computed from the spans, in a catalogue of our own with no snapshot."""
     con = plain_connection(store)
@@ -117,9 +124,7 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
 
     # one turn's queries stay live: found from the snapshot's side tables plus the copies received since
     plain = plain_connection(store)
-    turns = plain.execute(
-        "select distinct session_id, turn_id from divergences_of('turn_events') order by all limit 12"
-    ).fetchall()
+    turns = turns_with_findings(plain)
     with catalog.connect(store) as con:
         assert one_turn_rows(con, turns) == one_turn_rows(plain, turns)
         # and it opens only the segments that can hold the turn: those the index names, and the unindexed ones
@@ -400,9 +405,7 @@ def test_one_turns_queries_read_the_copies_past_the_watermark_and_no_segment_wit
     assert not (old - {placeholder}) & set(listed), "segments holding no copy past the watermark are not read"
 
     plain = plain_connection(store)
-    turns = plain.execute(
-        "select distinct session_id, turn_id from divergences_of('turn_events') order by all limit 12"
-    ).fetchall()
+    turns = turns_with_findings(plain)
     with catalog.connect(store) as con:
         assert one_turn_rows(con, turns) == one_turn_rows(plain, turns)
     plain.close()
