@@ -24,10 +24,12 @@ create or replace macro untiered_tool_of(calls) as table
 select
     'untiered_tool' as kind,
     'low' as severity,
-    arg_min(session_id, detected_hlc) as session_id,
-    arg_min(turn_id, detected_hlc) as turn_id,
-    arg_min(tool_call_id, detected_hlc)::varchar as tool_call_id,
-    arg_min(idempotency_key, detected_hlc)::varchar as idempotency_key,
+    -- the first call names the finding whole: of calls at the same HLC the least by session, turn and call (by the
+    -- HLC alone, each column could come from another of them, and which one from the order rows came in)
+    arg_min(session_id, row(detected_hlc, session_id, turn_id, tool_call_id)) as session_id,
+    arg_min(turn_id, row(detected_hlc, session_id, turn_id, tool_call_id)) as turn_id,
+    arg_min(tool_call_id, row(detected_hlc, session_id, turn_id, tool_call_id))::varchar as tool_call_id,
+    arg_min(idempotency_key, row(detected_hlc, session_id, turn_id, tool_call_id))::varchar as idempotency_key,
     min(detected_hlc) as detected_hlc,
     epoch_ms(min(detected_hlc) >> 16) as detected_at,
     format('{} has no tier in its spans nor in the tool registry, so turnlens cannot tell whether it changes '
@@ -54,7 +56,8 @@ from (
     where tier is null and coalesce(tool_name, '') not in ('final_answer', 'final_result')
 )
 qualify row_number() over (
-    partition by tool_name, epoch_ms(detected_hlc >> 16)::date order by detected_hlc nulls last
+    partition by tool_name, epoch_ms(detected_hlc >> 16)::date
+    order by detected_hlc nulls last, session_id, turn_id, tool_call_id  -- the call untiered_tool_of names
 ) = 1;
 
 -- divergences_from(rows, ledger, acks): the findings over a relation with turn_events' columns and the side_effects

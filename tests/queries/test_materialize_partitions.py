@@ -770,6 +770,24 @@ def test_the_days_first_untiered_call_moves_to_an_earlier_one_that_arrives_late(
     assert staged.kinds("earlier") == ["untiered_tool"] and staged.kinds("later") == []
 
 
+def test_of_two_first_untiered_calls_at_one_moment_the_finding_names_one_call_whole(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    """Two turns call the same untiered tool at the same HLC: the day's one finding names one of the calls,
+    its session, turn and key together, the same one whichever arrived first (the least by session)."""
+    second = contract_turn(turn="t-second", key="k-second", trace="tb", session="s-b", tier=None)
+    first = contract_turn(turn="t-first", key="k-first", trace="ta", session="s-a", tier=None)
+    staged.send(second, at_ms=8 * MINUTE_MS)
+    staged.send(first, at_ms=8 * MINUTE_MS + 10)
+    staged.refresh(8 * MINUTE_MS + 1000)
+    staged.assert_equal_to_live()
+    with catalog.connect(staged.dir) as con:
+        found = con.execute(
+            "select session_id, turn_id, idempotency_key from divergences where kind = 'untiered_tool'"
+        ).fetchall()
+    assert found == [("s-a", "t-first", "k-first")]
+
+
 def test_the_overviews_counts_over_any_window_equal_a_count_of_the_rows_in_it(
     staged: StagedStore, contract_turn: Any
 ) -> None:
