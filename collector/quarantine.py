@@ -61,10 +61,10 @@ def footer_problem(path: Path) -> str | None:
         return None  # compaction or retention removed it meanwhile: nothing to quarantine
     except (OSError, pa.ArrowException) as exc:
         return str(exc) or type(exc).__name__
-    return columns_problem(names)
+    return _columns_problem(names)
 
 
-def columns_problem(names: list[str]) -> str | None:
+def _columns_problem(names: list[str]) -> str | None:
     """Why a file with these columns cannot be read beside the segments, or None. The views read segments
     without unifying their schemas (queries/base/spans.sql): one file's columns name every file's, so a
     column missing from one fails every read of it, and a column only one file has is never read."""
@@ -73,8 +73,9 @@ def columns_problem(names: list[str]) -> str | None:
     extra = [name for name in names if name not in expected]
     if not missing and not extra:
         return None
-    def listed(names: list[str]) -> str:  # a reason is kept to 500 characters
-        return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+    def listed(columns: list[str]) -> str:  # a reason is kept to 500 characters
+        return ", ".join(columns[:5]) + (f" and {len(columns) - 5} more" if len(columns) > 5 else "")
 
     parts = [f"has {listed(extra)}, which the segment schema does not have"] if extra else []
     parts += [f"lacks {listed(missing)}"] if missing else []

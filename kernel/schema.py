@@ -6,8 +6,8 @@ booleans, arrays, nested objects for kvlists, bytes as base64), so analysts can 
 functions on them. Ids are lower-case hex strings. Times are Unix nanoseconds (int64).
 
 Every segment holds exactly these columns: the views read the segments without unifying their schemas (one
-file's columns name every file's), and a segment with other columns is quarantined when a read or the
-collector's start-up sweep meets it (collector/quarantine.py). A change to these columns therefore needs the
+file's columns name every file's), and a segment with other columns is quarantined when a read or
+compaction's sweep meets it (collector/quarantine.py). A change to these columns therefore needs the
 older segments rewritten, or the views' reads unifying by name (`union_by_name`) until they are.
 """
 

@@ -69,19 +69,16 @@ def hold(
         raise ValueError(f"{len(sessions)} sessions for {len(turns)} turns: the lists go in pairs")
     params = {"sessions": list(sessions), "turns": list(turns)}
     find, share = (TURN_SQL / f"{HOLD}.sql").read_text(), (TURN_SQL / f"{HOLD_KEYS}.sql").read_text()
-    try:
-        with identity_index.narrowed(con) as narrowing:
-            if narrowing is None:
-                sqlfiles.execute_script(con, find, params)
-                if keys:
-                    sqlfiles.execute_script(con, share, {})
-            else:
-                narrowing.turn_traces(find, params, list(turns))
-                if keys:
-                    narrowing.key_traces(share)
-        sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD_READ}.sql").read_text(), {})
-    finally:  # what hold.sql listed: a later lookup on this connection must not miss segments written since
-        con.execute("reset variable turnlens_new_copy_files")
+    with identity_index.narrowed(con) as narrowing:
+        if narrowing is None:
+            sqlfiles.execute_script(con, find, params)
+            if keys:
+                sqlfiles.execute_script(con, share, {})
+        else:
+            narrowing.turn_traces(find, params, list(turns))
+            if keys:
+                narrowing.key_traces(share)
+    sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD_READ}.sql").read_text(), {})
 
 
 def run(con: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyConnection:

@@ -4,6 +4,9 @@
 -- turnlens_turn_rows: the turn_events rows of those spans; the queries keep the held turns' own rows.
 -- turnlens_turn_timeline: the held turns' rows of turn_timeline, numbered from those rows.
 -- turnlens_turn_stops: each stopped turn's first cancel.requested (stop_hlc), which the ledger and tokens compare with.
+-- the lookups are done: the segments hold.sql listed for them are not kept for a later lookup on this connection
+reset variable turnlens_new_copy_files;
+
 set variable turnlens_turn_files = turn_files_of(getvariable('turnlens_turn_traces'));
 
 create or replace temp table turnlens_turn_spans as

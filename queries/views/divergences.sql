@@ -26,10 +26,10 @@ select
     'low' as severity,
     -- the first call names the finding whole: of calls at the same HLC the least by session, turn and call (by the
     -- HLC alone, each column could come from another of them, and which one from the order rows came in)
-    arg_min(session_id, row(detected_hlc, session_id, turn_id, tool_call_id)) as session_id,
-    arg_min(turn_id, row(detected_hlc, session_id, turn_id, tool_call_id)) as turn_id,
-    arg_min(tool_call_id, row(detected_hlc, session_id, turn_id, tool_call_id))::varchar as tool_call_id,
-    arg_min(idempotency_key, row(detected_hlc, session_id, turn_id, tool_call_id))::varchar as idempotency_key,
+    arg_min(session_id, first_key) as session_id,
+    arg_min(turn_id, first_key) as turn_id,
+    arg_min(tool_call_id, first_key)::varchar as tool_call_id,
+    arg_min(idempotency_key, first_key)::varchar as idempotency_key,
     min(detected_hlc) as detected_hlc,
     epoch_ms(min(detected_hlc) >> 16) as detected_at,
     format('{} has no tier in its spans nor in the tool registry, so turnlens cannot tell whether it changes '
@@ -38,9 +38,12 @@ select
         || 'hard_irreversible).',
         coalesce(tool_name, 'An unnamed tool')) as evidence
 from (
-    select *, coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc, failed_hlc) as detected_hlc
-    from query_table(calls)
-    where tier is null and coalesce(tool_name, '') not in ('final_answer', 'final_result')
+    select *, row(detected_hlc, session_id, turn_id, tool_call_id) as first_key
+    from (
+        select *, coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc, failed_hlc) as detected_hlc
+        from query_table(calls)
+        where tier is null and coalesce(tool_name, '') not in ('final_answer', 'final_result')
+    )
 )
 group by tool_name, epoch_ms(detected_hlc >> 16)::date;
 

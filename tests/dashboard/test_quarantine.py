@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from streamlit.testing.v1 import AppTest
 from turnlens.collector import quarantine
@@ -124,9 +126,6 @@ def test_a_parquet_file_of_other_columns_is_moved_aside_and_one_of_the_same_colu
     """The views read the segments without unifying their schemas: columns are matched by name against the
     first file's. A file of another program's columns dropped into segments/ would fail every read, so the
     read moves it aside and answers; a segment whose columns are the schema's in another order is read."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     copy = tmp_path / "store"
     shutil.copytree(store, copy)
     assert _turnlens("views", "--store", str(copy), "--rebuild").returncode == 0

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from storebuilder import rounded
 from turnlens.collector import segments
@@ -375,9 +377,6 @@ def test_one_turns_queries_read_the_copies_past_the_watermark_and_no_segment_wit
     """Beside the derived state, one turn's lookups read the copies received after its watermark: from the
     segments the index does not know and those it says hold such a copy, never from a segment it says holds
     none (at 2,314 segments, opening them all took 1.6 s of the Turn detail page's 2.0 s)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     store = tmp_path / "store"
     store.mkdir()
     shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
