@@ -69,10 +69,11 @@ class Collector:
         compact = ["compact", "--store", store, *retention, *grace]
         self.maintenance.append(ChildLoop("compact", compact, settings.compact_interval_s))
         if settings.materialize_interval_s is not None:
-            # as many DuckDB threads as the host has idle cores, at least one: a refresh uses the cores of a
-            # quiet host, and does not split its work (which costs CPU of its own) on a busy one
-            threads = ["--threads", "auto"]
-            self.materialize_args = ["materialize", "--store", store, "--quiet", *threads, *grace]
+            # by default as many DuckDB threads as the host has idle cores, at least one: a refresh uses the
+            # cores of a quiet host, and does not split its work (which costs CPU of its own) on a busy one
+            threads = ["--threads", settings.materialize_threads.strip().lower()]
+            memory = ["--memory-limit", settings.materialize_memory_limit.strip()]
+            self.materialize_args = ["materialize", "--store", store, "--quiet", *threads, *memory, *grace]
             self.maintenance.append(
                 ChildLoop(
                     "materialize",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -16,6 +17,17 @@ from typing import Any
 from turnlens.kernel.durations import parse_seconds
 
 MIB = 1024 * 1024
+_UNITS = {
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+    "TB": 1000**4,
+    "KiB": 1024,
+    "MiB": 1024**2,
+    "GiB": 1024**3,
+    "TiB": 1024**4,
+}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -33,6 +45,8 @@ class CollectorSettings:
     grace: str = "5m"  # how long replaced files stay for readers outside turnlens (an analyst's own DuckDB)
     materialize_interval: str = "1s"  # how often a refresh of the per-turn views starts; "off" never
     materialize_margin: str = "1s"  # a refresh covers spans received up to this long before it starts
+    materialize_threads: str = "auto"  # DuckDB threads of a refresh: a number, or auto (the cores left idle)
+    materialize_memory_limit: str = "1GB"  # DuckDB's memory limit in the materialiser; past it, it spills
     shutdown_grace: str = "10s"  # on SIGTERM, how long in-flight requests may take to finish
     read_timeout: str = "30s"  # a request's body must have arrived this long after its headers; else 408
     header_timeout: str = "10s"  # a request's line and headers must have arrived this long after it began
@@ -61,6 +75,30 @@ class CollectorSettings:
         return parse_seconds(self.materialize_margin)
 
     @property
+    def materialize_thread_count(self) -> int | None:
+        """--materialize-threads as a number; None for auto."""
+        text = self.materialize_threads.strip().lower()
+        if text == "auto":
+            return None
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(
+                f"--materialize-threads is a number of threads or auto, not {self.materialize_threads!r}"
+            )
+        return int(text)
+
+    @property
+    def materialize_memory_bytes(self) -> int:
+        """--materialize-memory-limit in bytes (DuckDB's units: 512MB, 2GB, 1.5GiB)."""
+        found = _SIZE.fullmatch(self.materialize_memory_limit.strip())
+        if found is None:
+            raise ValueError(
+                "--materialize-memory-limit is a size such as 512MB or 2GB,"
+                f" not {self.materialize_memory_limit!r}"
+            )
+        number, unit = float(found[1]), found[2].upper()
+        return int(number * _UNITS[unit.replace("I", "i")])
+
+    @property
     def shutdown_grace_s(self) -> float:
         return parse_seconds(self.shutdown_grace)
 
@@ -86,6 +124,10 @@ HELP = {
     "materialize_interval": "how often a refresh of the per-turn views starts (e.g. 1s; half of it after a"
     " longer one), or 'off'",
     "materialize_margin": "a refresh covers the spans received up to this long before it starts (e.g. 1s)",
+    "materialize_threads": "DuckDB threads of each refresh: a number, or 'auto' (one per core the host leaves"
+    " idle)",
+    "materialize_memory_limit": "DuckDB's memory limit in the materialiser (e.g. 1GB); past it, it spills to"
+    " disk",
     "shutdown_grace": "on SIGTERM, how long in-flight requests may take before the store is flushed",
     "read_timeout": "how long a request body may take to arrive after its headers (e.g. 30s); slower: 408",
     "header_timeout": "how long a request's line and headers may take to arrive (e.g. 10s); slower: 408",
@@ -139,9 +181,19 @@ def resolve(
             "--token must be visible ASCII characters only (no spaces, no letters outside ASCII): "
             "HTTP headers and gRPC metadata cannot carry anything else"
         )
-    for name in ("retention_s", "grace_s", "compact_interval_s", "materialize_interval_s",
-                 "materialize_margin_s", "shutdown_grace_s", "read_timeout_s", "header_timeout_s"):
-        getattr(settings, name)  # a malformed duration fails here, at start-up
+    for name in (
+        "retention_s",
+        "grace_s",
+        "compact_interval_s",
+        "materialize_interval_s",
+        "materialize_margin_s",
+        "shutdown_grace_s",
+        "read_timeout_s",
+        "header_timeout_s",
+        "materialize_thread_count",
+        "materialize_memory_bytes",
+    ):
+        getattr(settings, name)  # a malformed duration, count or size fails here, at start-up
     return settings
 
 

@@ -210,3 +210,30 @@ def test_kill_9_of_the_collector_takes_its_maintenance_children_with_it(start_co
     for role in alive:
         seen[role].kill()
     assert not alive, f"still running 5 s after kill -9 of the collector: {alive}"
+
+
+def test_the_materialiser_runs_with_the_threads_and_memory_limit_it_was_given(start_collector) -> None:  # noqa: ANN001
+    """--materialize-threads and --materialize-memory-limit reach the refresh loop the collector keeps running
+    (an operator with cores and memory to spare gives it more: docs/benchmarks-derived.md)."""
+    import psutil
+
+    collector = start_collector("--materialize-threads", "1", "--materialize-memory-limit", "600MB")
+    assert collector.proc is not None
+    parent = psutil.Process(collector.proc.pid)
+    command: list[str] = []
+    deadline = time.monotonic() + 30
+    while not command and time.monotonic() < deadline:
+        for child in parent.children(recursive=True):
+            try:
+                if "materialize" in child.cmdline():
+                    command = child.cmdline()
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.05)
+    assert command, "the collector started no materialiser"
+    flags = " ".join(command[command.index("materialize"):])
+    assert "--threads 1 " in flags and "--memory-limit 600MB " in flags, flags
+    request = s.simple_request(20, seed=7)
+    assert s.post(collector.http, "/v1/traces", request.SerializeToString(), s.protobuf_headers())[0] == 200
+    assert collector.stop() == 0
+    assert stored_ids(collector.store, s.span_ids(request)) == s.span_ids(request)

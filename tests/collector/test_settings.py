@@ -60,3 +60,15 @@ def test_every_setting_has_a_flag_an_environment_variable_and_help(capsys: pytes
 def test_a_token_no_header_can_carry_is_refused_at_start_up(token: str) -> None:
     with pytest.raises(ValueError, match="visible ASCII"):
         cs.resolve(parse("--token", token), {})
+
+
+def test_the_materialisers_threads_and_memory_limit_are_checked_at_start_up() -> None:
+    defaults = cs.resolve(parse(), {})
+    assert defaults.materialize_thread_count is None  # auto
+    assert defaults.materialize_memory_bytes == 1000**3
+    given = cs.resolve(parse("--materialize-threads", "2"), {"TURNLENS_MATERIALIZE_MEMORY_LIMIT": "1.5GiB"})
+    assert (given.materialize_thread_count, given.materialize_memory_bytes) == (2, int(1.5 * 1024**3))
+    for flag, value in (("--materialize-threads", "two"), ("--materialize-threads", "0"),
+                        ("--materialize-memory-limit", "lots"), ("--materialize-memory-limit", "3 parsecs")):
+        with pytest.raises(ValueError, match=flag):
+            cs.resolve(parse(flag, value), {})
