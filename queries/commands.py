@@ -337,11 +337,14 @@ def _exit_on_stop(signum: int, frame: object) -> None:
 def _materialize_runs(args: argparse.Namespace) -> int:
     parent = os.environ.get("TURNLENS_PARENT_PID")  # set by the collector that started this loop
     own_busy = 0.0  # cores this process kept busy over the last run and pause (part of the load average)
+    host_busy = None  # cores the whole host kept busy over the same time, measured
     while True:
-        started, cpu = time.monotonic(), time.process_time()
+        started, cpu, busy = time.monotonic(), time.process_time(), materialize.host_busy_seconds()
         threads = args.threads
         if threads == "auto":
-            threads = materialize.idle_threads(os.getloadavg()[0], os.cpu_count() or 1, own_busy)
+            # the load average counts tasks waiting for a core too: on two cores 1.5 of them busy read as 2.6
+            load = os.getloadavg()[0] if host_busy is None else host_busy
+            threads = materialize.idle_threads(load, os.cpu_count() or 1, own_busy)
         code = _materialize_once(args, threads)
         if args.every is None:
             return code
@@ -352,7 +355,10 @@ def _materialize_runs(args: argparse.Namespace) -> int:
         time.sleep(max(args.every / 2, args.every - ran))
         if parent and os.getppid() != int(parent):  # the collector is gone (where the kernel did not say)
             return code
-        own_busy = (time.process_time() - cpu) / max(time.monotonic() - started, 1e-3)
+        wall = max(time.monotonic() - started, 1e-3)
+        own_busy = (time.process_time() - cpu) / wall
+        busy_now = materialize.host_busy_seconds()
+        host_busy = None if busy is None or busy_now is None else (busy_now - busy) / wall
 
 
 def _resume_note(summary: dict[str, Any]) -> str:

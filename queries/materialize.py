@@ -462,12 +462,25 @@ def materialize(
 
 def idle_threads(load_1m: float, cores: int, own_busy: float) -> int:
     """DuckDB threads for a run on a shared host (`--threads auto`): one per core the rest of the host leaves
-    idle, at least one. The rest is the 1-minute load average less `own_busy`, the cores this process kept
-    busy lately (its own runs count in the load average). On a quiet host a refresh then uses every core;
-    on a busy one a second thread would mostly wait for a core, and splitting the work costs CPU of its
-    own."""
+    at least a quarter idle, at least one. The rest is `load_1m` (the cores the whole host kept busy lately:
+    its measured CPU time, else the 1-minute load average) less `own_busy`, the cores this process kept busy
+    over the same time. The materialiser runs at a lower CPU priority than the collector, so a second thread
+    takes what the collector leaves; on a host busy with other work it would mostly wait for a core, and
+    splitting the work costs CPU of its own."""
     others = max(0.0, load_1m - own_busy)
-    return max(1, min(cores, int(cores - others + 0.5)))
+    return max(1, min(cores, int(cores - others + 0.75)))
+
+
+def host_busy_seconds() -> float | None:
+    """CPU seconds the whole host has spent busy since it booted (every core, every process: /proc/stat's
+    first line less idle and I/O wait); None where /proc is not available."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(field) for field in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mb() -> float | None:

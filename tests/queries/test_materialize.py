@@ -338,11 +338,21 @@ def test_threads_auto_gives_a_run_the_cores_the_rest_of_the_host_leaves_idle(
     sample_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # a quiet 2-core host: both cores; a busy one: one thread; the materialiser's own share of the load
-    # average (its previous runs) does not count against it; 8 cores with 2.5 of them busy: 6
+    # (its previous runs) does not count against it; 8 cores with 2.5 of them busy: 6; a collector and its
+    # senders keeping 0.6 of a core busy leave the second core most of the time, and 1.3 do not
     assert materialize.idle_threads(0.3, 2, 0.0) == 2
     assert materialize.idle_threads(6.0, 2, 0.0) == 1
     assert materialize.idle_threads(1.9, 2, 1.8) == 2
     assert materialize.idle_threads(2.5, 8, 0.0) == 6
+    assert materialize.idle_threads(1.6, 2, 1.0) == 2
+    assert materialize.idle_threads(1.3, 2, 0.0) == 1
+    # what the host kept busy is measured: a process spinning on a core for half a second shows in it
+    before = materialize.host_busy_seconds()
+    assert before is not None
+    spin = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass"
+    subprocess.run([sys.executable, "-c", spin], check=True)
+    after = materialize.host_busy_seconds()
+    assert after is not None and after - before >= 0.45
     # the collector's materialiser runs with `--threads auto` and says what it ran with
     capsys.readouterr()
     run = ["materialize", "--store", str(sample_copy), "--json", "--margin", "0"]
