@@ -3,6 +3,7 @@ memory, and the cost of one bucket task, projected to more workers.
 
     .venv/bin/python bench/spark.py --spans 1000000 --json
     .venv/bin/python bench/spark.py --store /tmp/bench-1m --master 'local[2]'   # reuse a store built before
+    .venv/bin/python bench/spark.py --spans 10000000 --hours 30 --bucket-spans 250000 --engines spark
 
 The store is built as bench/queries.py builds it (the simulator's fast mode through the collector's decoder
 and segment writer). Each build is `turnlens materialize --full` in a child process: `--threads 2` on DuckDB,
@@ -41,6 +42,12 @@ def driver_steps(summary: dict[str, Any]) -> float:
     return round(sum(s for step, s in summary["step_seconds"].items() if not step.startswith("spark ")), 1)
 
 
+def largest_driver_steps(summary: dict[str, Any], count: int = 6) -> dict[str, float]:
+    """The driver's largest steps, in seconds: which of them a larger cluster would have to take over."""
+    steps = [(step, s) for step, s in summary["step_seconds"].items() if not step.startswith("spark ")]
+    return {step: round(s, 1) for step, s in sorted(steps, key=lambda item: -item[1])[:count]}
+
+
 def projection(spark: dict[str, Any]) -> dict[str, float]:
     """Wall seconds of the same build on N workers, from the measured driver part and task seconds."""
     tasks = spark["spark"]
@@ -64,8 +71,22 @@ def main() -> int:
     parser.add_argument(
         "--bucket-spans", type=int, default=25_000, help="stored copies per bucket: one Spark task each"
     )
+    parser.add_argument(
+        "--hours",
+        type=int,
+        default=1,
+        help="hour partitions of a store built here (bench/queries.py --hours)",
+    )
+    parser.add_argument(
+        "--engines",
+        default="duckdb,spark",
+        help="the builds to run: duckdb, spark, or both comma-separated (a large store's in two runs)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     args = parser.parse_args()
+    engines = set(args.engines.split(","))
+    if not engines or engines - {"duckdb", "spark"}:
+        parser.error(f"--engines: duckdb, spark or both, not {args.engines!r}")
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     temporary = None
     store = args.store
@@ -74,27 +95,37 @@ def main() -> int:
         store = Path(temporary.name) / "store"
     if not (store / "segments").is_dir():
         say(f"building a store of {args.spans} spans in {store}")
-        build_store(store, args.spans)
+        build_store(store, args.spans, hours=args.hours)
     spans = sum(pq.ParquetFile(path).metadata.num_rows for path in segments.segment_files(store / "segments"))
-    say("full build on DuckDB (2 threads, one process)")
     buckets = ["--bucket-spans", str(args.bucket_spans)]
-    duck = materialize_child(store, 2, full=True, extra=buckets)
-    say(f"  {duck['wall_s']} s, peak {duck['peak_rss_mb']} MB")
-    say(f"full build on Spark ({args.master})")
-    spark_flags = ["--engine", "spark", "--master", args.master, *buckets]
-    spark = materialize_child(store, None, full=True, extra=spark_flags)
-    say(f"  {spark['wall_s']} s, workers {spark['spark']['worker_peak_rss_mb']}")
-    result = {
+    result: dict[str, Any] = {
         "spans": spans,
-        "load_1min": round(os.getloadavg()[0], 2),
         "cores": os.cpu_count(),
         "bucket_spans": args.bucket_spans,
-        "duckdb": {key: duck[key] for key in ("wall_s", "peak_rss_mb", "buckets", "partitions")},
-        "spark": {key: spark[key] for key in ("wall_s", "buckets", "partitions")}
-        | {"driver_peak_rss_mb": spark["peak_rss_mb"], "driver_steps_s": driver_steps(spark)}
-        | spark["spark"],
-        "spark_projected_wall_s_by_workers": projection(spark),
     }
+    if "duckdb" in engines:
+        say("full build on DuckDB (2 threads, one process)")
+        duck = materialize_child(store, 2, full=True, extra=buckets)
+        say(f"  {duck['wall_s']} s, peak {duck['peak_rss_mb']} MB")
+        result["duckdb"] = {
+            key: duck[key] for key in ("wall_s", "cpu_s", "peak_rss_mb", "buckets", "partitions")
+        }
+    if "spark" in engines:
+        say(f"full build on Spark ({args.master})")
+        spark_flags = ["--engine", "spark", "--master", args.master, *buckets]
+        spark = materialize_child(store, None, full=True, extra=spark_flags)
+        say(f"  {spark['wall_s']} s, workers {spark['spark']['worker_peak_rss_mb']}")
+        result["spark"] = (
+            {key: spark[key] for key in ("wall_s", "buckets", "partitions")}
+            | {
+                "driver_peak_rss_mb": spark["peak_rss_mb"],
+                "driver_steps_s": driver_steps(spark),
+                "driver_largest_steps_s": largest_driver_steps(spark),
+            }
+            | spark["spark"]
+        )
+        result["spark_projected_wall_s_by_workers"] = projection(spark)
+    result["load_1min"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result, indent=None if args.json else 1))
     if temporary is not None:
         temporary.cleanup()
