@@ -460,14 +460,14 @@ def materialize(
     return summary
 
 
-def idle_threads(load_1m: float, cores: int, own_busy: float) -> int:
+def idle_threads(host_busy: float, cores: int, own_busy: float) -> int:
     """DuckDB threads for a run on a shared host (`--threads auto`): one per core the rest of the host leaves
-    at least a quarter idle, at least one. The rest is `load_1m` (the cores the whole host kept busy lately:
+    at least a quarter idle, at least one. The rest is `host_busy` (the cores the whole host kept busy lately:
     its measured CPU time, else the 1-minute load average) less `own_busy`, the cores this process kept busy
     over the same time. The materialiser runs at a lower CPU priority than the collector, so a second thread
     takes what the collector leaves; on a host busy with other work it would mostly wait for a core, and
     splitting the work costs CPU of its own."""
-    others = max(0.0, load_1m - own_busy)
+    others = max(0.0, host_busy - own_busy)
     return max(1, min(cores, int(cores - others + 0.75)))
 
 
