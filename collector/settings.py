@@ -17,15 +17,15 @@ from typing import Any
 from turnlens.kernel.durations import parse_seconds
 
 MIB = 1024 * 1024
-_UNITS = {
+_UNITS = {  # DuckDB's size units, upper-cased: KB is 1000 bytes, KiB 1024
     "KB": 1000,
     "MB": 1000**2,
     "GB": 1000**3,
     "TB": 1000**4,
-    "KiB": 1024,
-    "MiB": 1024**2,
-    "GiB": 1024**3,
-    "TiB": 1024**4,
+    "KIB": 1024,
+    "MIB": 1024**2,
+    "GIB": 1024**3,
+    "TIB": 1024**4,
 }
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B)", re.IGNORECASE)
 
@@ -95,8 +95,7 @@ class CollectorSettings:
                 "--materialize-memory-limit is a size such as 512MB or 2GB,"
                 f" not {self.materialize_memory_limit!r}"
             )
-        number, unit = float(found[1]), found[2].upper()
-        return int(number * _UNITS[unit.replace("I", "i")])
+        return int(float(found[1]) * _UNITS[found[2].upper()])
 
     @property
     def shutdown_grace_s(self) -> float:
