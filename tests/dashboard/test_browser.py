@@ -166,13 +166,17 @@ def _seconds_of_day(text: str) -> float:
     return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
 
 
-def _changed(read: Callable[[], list[str]], before: list[str], timeout_s: float = 60) -> list[str]:
-    """What `read` returns once it differs from `before` (the page reran after a click)."""
+def _changed(
+    page: object, read: Callable[[], list[str]], before: list[str], timeout_s: float = 60
+) -> list[str]:
+    """What `read` returns once it differs from `before` (the page reran after a click) and the rerun has
+    finished: the first change can come while the script still runs, and a click then may be lost to it."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         now = read()
         if now and now != before:
-            return now
+            _wait_until_idle(page)
+            return read()
         time.sleep(0.3)
     raise AssertionError("the page did not change")
 
@@ -201,11 +205,11 @@ def test_turn_waterfall_nests_spans_opens_around_the_stop_and_details_a_click(
     step = ticks[1] - ticks[0]  # the axis may end between two ticks
     assert len(ticks) >= 3 and ticks[0] - step <= stop <= ticks[-1] + step, (ticks, stop)
     page.get_by_text("Whole turn").click()
-    whole = _changed(lambda: _svg_texts(_waterfall(page)), texts)
+    whole = _changed(page, lambda: _svg_texts(_waterfall(page)), texts)
     whole_ticks = [_seconds_of_day(t) for t in whole if re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", t)]
     assert whole_ticks[-1] - whole_ticks[0] > ticks[-1] - ticks[0], "the default window is the whole turn"
     page.get_by_text("Whole turn").click()
-    _changed(lambda: _svg_texts(_waterfall(page)), whole)
+    _changed(page, lambda: _svg_texts(_waterfall(page)), whole)
     _wait_until_idle(page)
 
     # a click on another span's bar details that span
@@ -227,7 +231,7 @@ def test_turn_waterfall_nests_spans_opens_around_the_stop_and_details_a_click(
         ):
             bar.click(position={"x": min(box["width"] / 2, 10), "y": box["height"] / 2})
             try:
-                _changed(selected, before, timeout_s=15)
+                _changed(page, selected, before, timeout_s=15)
                 break
             except AssertionError:  # that bar was the selected one: try the next
                 continue
