@@ -39,7 +39,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -142,10 +142,12 @@ _TEMP_VIEW = re.compile(r"create or replace temp view (\w+) as")
 
 
 # what computes a full build's units: given the run, the fresh part's constants, the buckets newest first
-# (each with its unit numbers: one, or one per slice) and the shuffle folder holding each unit's files
-# (_shuffle), it writes each bucket's partition files (their folders added to run.written_dirs) and yields
-# the bucket when they are all written; the build publishes it then
-BucketEngine = Callable[["_Run", dict[str, str], list[tuple[list[str], range]], Path], Iterator[list[str]]]
+# (each with its unit numbers: one, or one per slice) and the shuffle (Shuffle: where each unit's input files
+# go), it writes each unit's inputs (shuffle_pass), then each bucket's partition files (their folders added to
+# run.written_dirs), and yields the bucket when they are all written; the build publishes it then
+BucketEngine = Callable[
+    ["_Run", dict[str, str], list[tuple[list[str], range]], "Shuffle"], Iterator[list[str]]
+]
 
 
 class MaterializeBusy(Exception):
@@ -982,9 +984,10 @@ def _full_build(
     first, each bucket published when done.
 
     The whole store is read twice, whatever its size: once for each trace's identity, keys and links (narrow
-    columns), and once to write each unit's input copies to the unit's own files (`_shuffle`). A unit's job
-    then reads only those files, so the build's time follows the store's size and its memory a unit's;
-    `engine` runs the units' jobs (local_buckets: one after another on this connection). What the first pass
+    columns), and once to write each unit's input copies to the unit's own files (`shuffle_pass`). A unit's
+    job then reads only those files, so the build's time follows the store's size and its memory a unit's;
+    `engine` runs the shuffle's passes and the units' jobs (local_buckets: one after another on this
+    connection; queries/spark_engine.py: as Spark tasks). What the first pass
     computed is kept beside the state (`_write_plan`) until the build is whole, so that a run after this one
     dies finishes it (`_resume_build`) instead of starting again."""
     present = run.present_segments()
@@ -1121,13 +1124,12 @@ def _build_units(
         if not set(bucket) <= set(manifest.partitions):  # published buckets are kept as they are
             jobs.append((bucket, range(first, first + slices)))
         first += slices
-    shuffle, reads = _shuffle(run, [unit for _, numbers in jobs for unit in numbers], present, manifest)
-    run.step("shuffle_done")
+    shuffle = _prepare_shuffle(run, [unit for _, numbers in jobs for unit in numbers], present, manifest)
     for done, bucket in enumerate(engine(run, values, jobs, shuffle), start=1):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         if done < len(jobs):  # the last bucket is published whole, below
             manifest = publish(run, manifest)
-    _remove_tree(shuffle)
+    _remove_tree(shuffle.folder)
     plan = manifest.plan
     manifest = publish(run, replace(manifest, partitions_total=None, plan=None, built_unix=time.time()))
     if plan is not None:  # the state is whole: no run resumes this build any more
@@ -1139,7 +1141,7 @@ def _build_units(
         "buckets_reused": len(buckets) - len(jobs),
         "units": first,
         "units_built": sum(len(numbers) for _, numbers in jobs),
-        "shuffle_segments_read": reads,  # per pass, of `segments` (the placeholder counted)
+        "shuffle_segments_read": shuffle.reads,  # per pass, of `segments` (the placeholder counted)
         "segments": len(present),
     }
 
@@ -1196,13 +1198,17 @@ def _resume_refusal(run: _Run, found: Manifest) -> str | None:
 
 
 def local_buckets(
-    run: _Run, values: dict[str, str], units: list[tuple[list[str], range]], shuffle: Path
+    run: _Run, values: dict[str, str], units: list[tuple[list[str], range]], shuffle: Shuffle
 ) -> Iterator[list[str]]:
-    """The full build's units computed one after another on the run's own connection; yields each bucket
-    once its partitions' files are written (the build publishes it). The default BucketEngine."""
+    """The full build's shuffle, UNITS_PER_PASS units a pass, then its units computed one after another, all
+    on the run's own connection; yields each bucket once its partitions' files are written (the build
+    publishes it). The default BucketEngine."""
+    for batch in shuffle.passes(UNITS_PER_PASS):
+        shuffle.reads.append(shuffle_pass(run, shuffle, batch))
+    run.step("shuffle_done")
     for bucket, numbers in units:
         for slice_, unit in enumerate(numbers):
-            write_unit(run, values, shuffle, bucket, len(numbers), slice_, unit)
+            write_unit(run, values, shuffle.folder, bucket, len(numbers), slice_, unit)
         if len(numbers) > 1:
             _join_slices(run, bucket[0], len(numbers))
         yield bucket
@@ -1231,46 +1237,73 @@ def _units(buckets: list[tuple[list[str], int]]) -> list[tuple[str, int, int]]:
     return units
 
 
-def _shuffle(run: _Run, units: list[int], present: list[str], index: Manifest) -> tuple[Path, list[int]]:
-    """Writes the input of each of `units` — every stored copy of the traces its turns need (their own, those
-    sharing an idempotency key with them, those they link to) — to the unit's own files, in passes that read
-    the segments holding them, and the unit's turns beside them. Returns the folder (`copies/unit=<n>/` and
-    `turns/unit=<n>/`) and the number of segments each pass read.
+@dataclass
+class Shuffle:
+    """Where a full build's shuffle writes each unit's input — every stored copy of the traces its turns need
+    (their own, those sharing an idempotency key with them, those they link to) in `copies/unit=<n>/`, and its
+    turns in `turns/unit=<n>/` — and what a pass over the store needs to find them: the present segments and
+    the trace -> segment index. A pass (shuffle_pass) runs on the build's connection or on one of its own (a
+    Spark task), which reads the whole store's identity from the build's first pass (`.build-v<plan>/`).
 
     This is the seam between the whole store and the per-unit jobs: a unit's job (`_compute_bucket`) reads
     these files and nothing else, so the same job can run on another engine given the same files."""
-    shuffle = run.folder / f".shuffle-v{run.version}"
-    _remove_tree(shuffle)
-    shuffle.mkdir(parents=True)
-    files = sql_list(read_order(present, run.placeholder))
-    chunk_lists = _chunk_lists(run, index)
-    reads: list[int] = []
-    # a pass per batch of units: DuckDB holds rows of every unit of a pass before it flushes them. DuckDB's
-    # own flush threshold: a smaller one made the pass cost up to 2.5 times the CPU (many flushes of each
-    # thread's buffers) without lowering the peak. A pass reads the segments the index names for its units'
-    # traces, so the passes read the store about once between them, not once each
-    for first in range(0, len(units), UNITS_PER_PASS):
-        run.step("unit_inputs", params={"units": units[first : first + UNITS_PER_PASS]})
-        inputs = "select trace_id from turnlens_unit_inputs"
-        holding = _segments_holding(run, index, chunk_lists, present, inputs)
-        reads.append(len(present if holding is None else holding))
-        run.step(
-            "shuffle",
-            {
-                "files": _listed(run, present, holding),
-                "copies_dir": catalog.sql_string(str(shuffle / "copies")),
-                "turns_dir": catalog.sql_string(str(shuffle / "turns")),
-            },
-        )
-        run.step("next_units")
+
+    folder: Path
+    units: list[int]  # the units to compute, newest first
+    present: list[str]
+    index: Manifest
+    chunk_lists: dict[int, list[str]]
+    plan: int
+    reads: list[int] = field(default_factory=list)  # the segments each pass read, as the passes end
+
+    def passes(self, units_per_pass: int) -> list[list[int]]:
+        """The units in batches of `units_per_pass`, a pass over the store each. DuckDB holds rows of every
+        unit of a pass before it flushes them (121 units of 30M spans in one pass ran out of memory); a pass
+        reads the segments the index names for its units' traces, so the passes read the store about once
+        between them, not once each."""
+        return [self.units[at : at + units_per_pass] for at in range(0, len(self.units), units_per_pass)]
+
+
+def _prepare_shuffle(run: _Run, units: list[int], present: list[str], index: Manifest) -> Shuffle:
+    """An empty shuffle folder for the build's `units` (the passes write into it side by side)."""
+    folder = run.folder / f".shuffle-v{run.version}"
+    _remove_tree(folder)
+    for kind in ("copies", "turns"):
+        (folder / kind).mkdir(parents=True)
+    assert index.plan is not None  # _write_plan wrote it (a fresh build), or the build resumed keeps it
+    return Shuffle(folder, units, present, index, _chunk_lists(run, index), index.plan)
+
+
+def shuffle_pass(run: _Run, shuffle: Shuffle, units: list[int]) -> int:
+    """Writes the input files of `units` in one pass over the segments holding their traces, on `run`'s
+    connection (which holds the whole store's identity: whole_store_identity or resumed_identity); returns
+    how many segments it read. Starts from nothing, so a pass run again (a retried Spark task) writes the
+    same files. DuckDB's own flush threshold: a smaller one made the pass cost up to 2.5 times the CPU (many
+    flushes of each thread's buffers) without lowering the peak."""
+    for unit in units:
+        for kind in ("copies", "turns"):
+            _remove_tree(shuffle.folder / kind / f"unit={unit}")
+    run.step("unit_inputs", params={"units": units})
+    inputs = "select trace_id from turnlens_unit_inputs"
+    holding = _segments_holding(run, shuffle.index, shuffle.chunk_lists, shuffle.present, inputs)
+    run.step(
+        "shuffle",
+        {
+            "files": _listed(run, shuffle.present, holding),
+            "copies_dir": catalog.sql_string(str(shuffle.folder / "copies")),
+            "turns_dir": catalog.sql_string(str(shuffle.folder / "turns")),
+        },
+    )
+    run.step("next_units")
     for unit in units:  # a slice its hash gave no turn (a few large turns) reads zero-row files
         for kind in ("copies", "turns"):
-            folder = shuffle / kind / f"unit={unit}"
+            folder = shuffle.folder / kind / f"unit={unit}"
             if not folder.exists():  # not run.copy: nothing publishes these files
                 folder.mkdir(parents=True)
                 target = catalog.sql_string(str(folder / "empty.parquet"))
+                files = _listed(run, shuffle.present, None)
                 run.step(f"empty_unit_{kind}", {"files": files, "target": target})
-    return shuffle, reads
+    return len(shuffle.present if holding is None else holding)
 
 
 def _chunk_lists(run: _Run, index: Manifest) -> dict[int, list[str]]:
@@ -1306,7 +1339,7 @@ def _segments_holding(
 
 
 def _compute_bucket(run: _Run, values: dict[str, str], shuffle: Path, unit: int) -> None:
-    """Recomputes the turns of one unit from its own files (`_shuffle`) and holds their rows for the
+    """Recomputes the turns of one unit from its own files (`shuffle_pass`) and holds their rows for the
     partitions' files: a function of those files and of the roll-up cutoff alone."""
     copies = sql_list([str(shuffle / "copies" / f"unit={unit}" / "*.parquet")])
     turns = sql_list([str(shuffle / "turns" / f"unit={unit}" / "*.parquet")])

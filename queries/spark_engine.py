@@ -2,12 +2,15 @@
 
 The driver (this process) does what a full build does before its units (materialize._full_build): the
 whole-store identity of every trace, the buckets of partitions newest first, the index chunk, the zero-row
-files, the first manifest, and the shuffle, which writes each unit's input copies and turns to
-`derived/.shuffle-v<N>/copies/unit=<n>/` and `turns/unit=<n>/`. It then hands each unit (a bucket, or a slice
-of a bucket larger than `bucket_spans`) to Spark as one task. A task runs on an executor: it opens the store's
-catalogue read-only with DuckDB and runs the very statements a local build runs (materialize.write_unit:
+files, the first manifest, and the build's first pass (`derived/.build-v<N>/`: each trace's turn, keys and
+links, each turn's unit). Spark then runs the rest as tasks. A shuffle task takes a batch of units: it reads
+the first pass and the segments holding its units' traces, and writes each unit's input copies and turns to
+`derived/.shuffle-v<N>/copies/unit=<n>/` and `turns/unit=<n>/` (materialize.shuffle_pass). As each batch is
+written, each of its units (a bucket, or a slice of a bucket larger than `bucket_spans`) goes to Spark as a
+task of its own, which runs the very statements a local build runs (materialize.write_unit:
 derived/fresh.sql and derived/steps/materialize.sql) over its unit's files and nothing else, writing the
-bucket's partition files (a slice's files when sliced). As buckets finish the driver joins their slices and
+bucket's partition files (a slice's files when sliced). Every task opens the store's catalogue read-only
+with a DuckDB connection of its own on an executor. As buckets finish the driver joins their slices and
 publishes them, so readers see what is done exactly as during a local build.
 
 Why DuckDB inside Spark tasks rather than the views transpiled to Spark SQL: the views are DuckDB table macros
@@ -22,6 +25,7 @@ the `spark` extra (`pip install 'turnlens[spark]'`) and needs Java 17.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import resource
@@ -36,6 +40,8 @@ from turnlens.queries import catalog, materialize
 from turnlens.queries.manifest import TABLES
 
 DEFAULT_MASTER = "local[*]"
+SHUFFLE_TASK = "shuffle"  # a batch of units' input files written (materialize.shuffle_pass)
+UNIT_TASK = "unit"  # one unit's partition files computed from them (materialize.write_unit)
 
 
 class SparkUnavailable(Exception):
@@ -63,18 +69,25 @@ class SparkBuckets:
         self.session_start_s = 0.0  # how long the SparkSession took to start (0 when one was active)
 
     def summary(self) -> dict[str, Any]:
-        """What the tasks of the last build did: their count and seconds, and each worker's peak memory."""
+        """What the tasks of the last build did: how many of each kind and their seconds, and each worker's
+        peak memory."""
         workers: dict[str, int] = {}
         for task in self.tasks:
             worker = f"{task['host']}:{task['worker_pid']}"
             workers[worker] = max(workers.get(worker, 0), task["peak_rss_bytes"])
         seconds = [task["seconds"] for task in self.tasks]
+        shuffles = [task["seconds"] for task in self.tasks if task["kind"] == SHUFFLE_TASK]
+        units = [task["seconds"] for task in self.tasks if task["kind"] == UNIT_TASK]
         return {
             "master": self.master,
             "session_start_s": round(self.session_start_s, 3),
             "tasks": len(self.tasks),
+            "unit_tasks": len(units),
+            "shuffle_tasks": len(shuffles),
             "task_seconds_total": round(sum(seconds), 3),
             "task_seconds_max": round(max(seconds, default=0.0), 3),
+            "shuffle_task_seconds_total": round(sum(shuffles), 3),
+            "unit_task_seconds_max": round(max(units, default=0.0), 3),
             "worker_peak_rss_mb": {name: round(peak / 2**20, 1) for name, peak in sorted(workers.items())},
         }
 
@@ -83,7 +96,7 @@ class SparkBuckets:
         run: materialize._Run,
         values: dict[str, str],
         units: list[tuple[list[str], range]],
-        shuffle: Path,
+        shuffle: materialize.Shuffle,
     ) -> Iterator[list[str]]:
         self.tasks = []
         started = time.perf_counter()
@@ -101,36 +114,50 @@ class SparkBuckets:
         run: materialize._Run,
         values: dict[str, str],
         units: list[tuple[list[str], range]],
-        shuffle: Path,
+        shuffle: materialize.Shuffle,
     ) -> Iterator[list[str]]:
         context = session.sparkContext
-        specs = [
-            {
-                "store": str(run.store_dir),
-                "segments_glob": run.segments_glob,
-                "watermark": run.watermark,
-                "version": run.version,
+        # the driver's copy of the whole store's identity: the shuffle tasks read the build's first pass
+        run.step("shuffle_done")
+        common = {
+            "store": str(run.store_dir),
+            "segments_glob": run.segments_glob,
+            "watermark": run.watermark,
+            "version": run.version,
+            "threads": self.task_threads,
+            "memory_limit": self.memory_limit,
+        }
+        unit_specs = {
+            unit: common
+            | {
+                "kind": UNIT_TASK,
                 "values": values,
-                "shuffle": str(shuffle),
+                "shuffle": str(shuffle.folder),
                 "bucket": bucket,
                 "slices": len(numbers),
                 "slice": slice_,
                 "unit": unit,
-                "threads": self.task_threads,
-                "memory_limit": self.memory_limit,
                 "index": index,
             }
             for index, (bucket, numbers) in enumerate(units)
             for slice_, unit in enumerate(numbers)
-        ]
+        }
         buckets = [(bucket, len(numbers)) for bucket, numbers in units]
         left = {index: slices for index, (_, slices) in enumerate(buckets)}
-        # one Spark job per task, submitted newest first: the scheduler runs as many at once as it has cores,
-        # and the driver publishes each bucket as soon as its last slice is written
+        # one Spark job per task, submitted newest first: the scheduler runs as many at once as it has cores.
+        # The shuffle goes in as many batches as there are cores (each at most UNITS_PER_PASS units, as a
+        # local pass), every unit's job once its batch is written, and the driver publishes each bucket as
+        # soon as its last slice is
         lanes = max(1, int(context.defaultParallelism))
+        per_pass = max(1, min(materialize.UNITS_PER_PASS, math.ceil(len(shuffle.units) / lanes)))
+        pass_specs = [
+            common | {"kind": SHUFFLE_TASK, "shuffle": shuffle, "units": batch}
+            for batch in shuffle.passes(per_pass)
+        ]
+        group = _job_group(run)
         with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="turnlens-spark") as pool:
             pending: set[Future[dict[str, Any]]] = {
-                pool.submit(_submit, context, spec, _job_group(run)) for spec in specs
+                pool.submit(_submit, context, spec, group) for spec in pass_specs
             }
             try:
                 while pending:
@@ -138,9 +165,14 @@ class SparkBuckets:
                     for future in done:
                         report = future.result()
                         self.tasks.append(report)
-                        run.written_dirs.update(Path(name) for name in report["written_dirs"])
                         for step, seconds in report["timings"].items():
                             materialize.TIMINGS[f"spark {step}"] += seconds
+                        if report["kind"] == SHUFFLE_TASK:
+                            shuffle.reads.append(report["reads"])
+                            batch = [unit_specs[unit] for unit in report["units"]]
+                            pending |= {pool.submit(_submit, context, spec, group) for spec in batch}
+                            continue
+                        run.written_dirs.update(Path(name) for name in report["written_dirs"])
                         index = report["index"]
                         left[index] -= 1
                         if left[index] == 0:
@@ -151,7 +183,7 @@ class SparkBuckets:
             except BaseException:
                 for future in pending:
                     future.cancel()
-                context.cancelJobGroup(_job_group(run))  # running tasks are interrupted
+                context.cancelJobGroup(group)  # running tasks are interrupted
                 raise
             finally:
                 pool.shutdown(wait=True)
@@ -182,12 +214,21 @@ def _submit(context: Any, spec: dict[str, Any], group: str) -> dict[str, Any]:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    context.setJobGroup(group, f"turnlens bucket {spec['bucket'][0]}", interruptOnCancel=True)
+    context.setJobGroup(group, f"turnlens {_task_name(spec)}", interruptOnCancel=True)
     try:
         result: list[dict[str, Any]] = context.parallelize([spec], 1).map(run_task).collect()
     except (PySparkException, Py4JError) as exc:
-        raise SparkBuildFailed(f"bucket {spec['bucket'][0]}.. slice {spec['slice']}: {_cause(exc)}") from exc
+        raise SparkBuildFailed(f"{_task_name(spec)}: {_cause(exc)}") from exc
     return result[0]
+
+
+def _task_name(spec: dict[str, Any]) -> str:
+    """What a task computes, as its failure names it: `shuffle of units 0..15` or
+    `bucket 20261205T09.. slice 1`."""
+    if spec["kind"] == SHUFFLE_TASK:
+        units = spec["units"]
+        return f"shuffle of units {units[0]}..{units[-1]}"
+    return f"bucket {spec['bucket'][0]}.. slice {spec['slice']}"
 
 
 def _cause(exc: BaseException) -> str:
@@ -202,9 +243,11 @@ _RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): ")
 
 
 def run_task(spec: dict[str, Any]) -> dict[str, Any]:
-    """One unit (a bucket, or one slice of it) on an executor: the local build's statements on a DuckDB
-    connection of the task's own, reading the unit's files in the shuffle folder only; writes the bucket's
-    partition files (a slice's files when sliced). Returns what it did."""
+    """One task on an executor, on a DuckDB connection of its own: a shuffle task writes the input files of
+    its batch of units (materialize.shuffle_pass, the whole store's identity read from the build's first
+    pass); a unit task (a bucket, or one slice of it) runs the local build's statements over its unit's files
+    in the shuffle folder only and writes the bucket's partition files (a slice's files when sliced). Returns
+    what it did."""
     started = time.perf_counter()
     store = Path(spec["store"])
     materialize.TIMINGS.clear()
@@ -214,18 +257,33 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
         spill.mkdir(parents=True, exist_ok=True)
         con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")  # tasks of one host apart
         run = materialize._Run(store, spec["segments_glob"], con, spec["watermark"], spec["version"])
-        shuffle = Path(spec["shuffle"])
-        materialize.write_unit(
-            run, spec["values"], shuffle, spec["bucket"], spec["slices"], spec["slice"], spec["unit"]
-        )
-        written = sorted(str(folder) for folder in run.written_dirs)
+        if spec["kind"] == SHUFFLE_TASK:
+            shuffle: materialize.Shuffle = spec["shuffle"]
+            run.step("resumed_identity", materialize._plan_values(run.folder, shuffle.plan))
+            did: dict[str, Any] = {
+                "units": spec["units"],
+                "reads": materialize.shuffle_pass(run, shuffle, spec["units"]),
+            }
+        else:
+            materialize.write_unit(
+                run,
+                spec["values"],
+                Path(spec["shuffle"]),
+                spec["bucket"],
+                spec["slices"],
+                spec["slice"],
+                spec["unit"],
+            )
+            did = {
+                "index": spec["index"],
+                "bucket": spec["bucket"],
+                "slice": spec["slice"],
+                "written_dirs": sorted(str(folder) for folder in run.written_dirs),
+            }
     finally:
         con.close()
-    return {
-        "index": spec["index"],
-        "bucket": spec["bucket"],
-        "slice": spec["slice"],
-        "written_dirs": written,
+    return did | {
+        "kind": spec["kind"],
         "seconds": time.perf_counter() - started,
         "timings": dict(materialize.TIMINGS),
         "worker_pid": os.getpid(),

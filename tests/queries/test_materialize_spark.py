@@ -103,25 +103,30 @@ def test_spark_derives_every_table_row_for_row_as_duckdb_does(spark: SparkSessio
     on_spark = build(store, bucket_spans=1_000, engine=engine)
     assert on_spark["mode"] == "full" and on_spark["version"] == local["version"] + 1
     assert on_spark["buckets"] == local["buckets"]
-    assert any(task["slice"] > 0 for task in engine.tasks), "some partition was computed in slices"
-    assert len({task["worker_pid"] for task in engine.tasks}) == 2, "both workers ran buckets"
+    units = [task for task in engine.tasks if task["kind"] == spark_engine.UNIT_TASK]
+    assert any(task["slice"] > 0 for task in units), "some partition was computed in slices"
+    assert len({task["worker_pid"] for task in units}) == 2, "both workers ran buckets"
     by_spark = derived_tables(store)
     for table in by_duckdb:
         assert by_spark[table] == by_duckdb[table], table
     # and what every reader sees through the catalogue: the views as the live ones compute them
     assert catalogue_rows(store) == computed_rows(store)
-    assert len(engine.tasks) == on_spark["units"], "one task per unit"
+    tasks = engine.summary()
+    assert tasks["unit_tasks"] == on_spark["units"], "one task per unit"
+    # the shuffle ran as Spark tasks, one batch of units per core, not in the driver
+    assert tasks["shuffle_tasks"] == 2 == len(on_spark["shuffle_segments_read"])
+    assert on_spark["step_seconds"]["spark shuffle"] > 0 and "shuffle" not in on_spark["step_seconds"]
     assert not list((store / "derived").glob(".shuffle-v*")), "the units' files are gone"
 
 
 def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
     spark: SparkSession, store: Path, capsys: Any
 ) -> None:
-    # the executors get far too little memory: their DuckDB fails on the first bucket it computes
+    # the executors get far too little memory: their DuckDB fails in the first task, a batch of the shuffle
     starved = spark_engine.SparkBuckets("local[2]", memory_limit="1MB")
-    # the message names the bucket and the task's own error
+    # the message names the task's units and its own error
     with pytest.raises(
-        spark_engine.SparkBuildFailed, match=r"^bucket 2\d{7}T\d\d\.\. slice \d: \S+(Error|Exception)"
+        spark_engine.SparkBuildFailed, match=r"^shuffle of units \d+\.\.\d+: \S+(Error|Exception)"
     ):
         build(store, bucket_spans=1_000, engine=starved)
     manifest = derived_manifest.read_manifest(store)
@@ -131,9 +136,9 @@ def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
     assert main(["materialize", "--store", str(store), "--master", "local[2]"]) == 2
     assert "--master needs --engine spark" in capsys.readouterr().err
 
-    # the next run (not a refresh: the state is not whole) finishes that build, from the command line: it
-    # keeps the buckets published before the task failed and computes the others, the failed one among them
-    # (a failed task's files are removed when it fails: nothing of its bucket was published)
+    # the next run (not a refresh: the state is not whole) finishes that build, from the command line, from
+    # its first pass: it keeps what was published before the task failed (here only the empty state; the
+    # killed driver's test below keeps buckets) and computes the rest
     published = set(manifest.partitions)
     args = [
         "materialize",
@@ -148,10 +153,10 @@ def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
     ]
     assert main([*args, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["mode"] == "full" and summary["spark"]["tasks"] >= 1
+    assert summary["mode"] == "full" and summary["spark"]["shuffle_tasks"] >= 1
     assert summary["resumed_from"] == manifest.version and "not_resumed" not in summary
     assert 0 < summary["buckets_built"] <= summary["buckets"]
-    assert summary["spark"]["tasks"] == summary["units_built"], "a task per unit not yet published"
+    assert summary["spark"]["unit_tasks"] == summary["units_built"], "a task per unit not yet published"
     finished = derived_manifest.current_snapshot(store)
     assert finished is not None and finished.complete and finished.watermark == manifest.watermark
     assert {part for part, version in finished.partitions.items() if version == manifest.version} == published
@@ -175,7 +180,7 @@ def test_a_spark_build_whose_driver_is_killed_is_finished_by_the_next_run(
     summary = json.loads(capsys.readouterr().out)
     assert summary["resumed_from"] == died.version and "not_resumed" not in summary
     assert 0 < summary["buckets_reused"] and summary["buckets_built"] < summary["buckets"]
-    assert summary["spark"]["tasks"] == summary["units_built"]
+    assert summary["spark"]["unit_tasks"] == summary["units_built"]
     assert leftovers(store) == [], "the dead driver's shuffle, its tasks' spill and the first pass are gone"
 
     untouched = copy_store(fleet, fleet.parent / "untouched")
