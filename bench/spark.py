@@ -15,8 +15,8 @@ each worker's peak is its Python worker's own (the task's DuckDB memory is in it
 
 The projection to N workers: the driver's serial part (the whole-store identity, the index, publishing:
 the build's wall time less the time the tasks were running) plus the tasks' total seconds spread over N
-workers, never below a batch of the shuffle (one per worker) followed by the longest unit. With `--json`
-stdout holds one JSON object; progress goes to stderr.
+workers, never below the stages' critical path (the identity's chunks, a batch of the shuffle, the longest
+unit). With `--json` stdout holds one JSON object; progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -60,9 +60,11 @@ def projection(spark: dict[str, Any]) -> dict[str, float]:
 
 
 def tasks_wall(tasks: dict[str, Any], n: int) -> float:
-    """Seconds the tasks take on n workers: their total spread over n, and never less than the critical path,
-    a batch of the shuffle (cut into one batch per worker, so its total over n) and then the longest unit."""
-    critical = tasks["shuffle_task_seconds_total"] / n + tasks["unit_task_seconds_max"]
+    """Seconds the tasks take on n workers: their total spread over n, and never less than the critical path:
+    the identity's chunks (a chunk is ~4M copies whatever the workers, so never less than the longest), a
+    batch of the shuffle (cut into one batch per worker, so its total over n), then the longest unit."""
+    identity = max(tasks["identity_task_seconds_total"] / n, tasks["identity_task_seconds_max"])
+    critical = identity + tasks["shuffle_task_seconds_total"] / n + tasks["unit_task_seconds_max"]
     return max(tasks["task_seconds_total"] / n, critical)
 
 

@@ -37,11 +37,11 @@ import re
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 from turnlens.collector import compaction, leases, segments
@@ -92,12 +92,18 @@ SPILL_DIR = ".spill"
 ROLLUP_AFTER_S = 15 * 60  # an hour whose end is this far behind the watermark is rolled up into one partition
 # a full build's first pass, kept until the build is whole (`.build-v<N>/`): the temporary table of each file
 PLAN_PREFIX = ".build-v"
+# a full build's identity chunks resolved on connections of their own (a Spark task's): each chunk's rows
+IDENTITY_PREFIX = ".identity-v"
 # written by a run before it writes anything, removed once it has ended well: found by the next run, it says a
 # run died (or failed) and may have left partition files no manifest names
 RUNNING_FILE = ".running"
 # stored copies a full build resolves each trace's identity over at once (whole_store_identity), past which it
 # does so a chunk of the traces at a time (10M at once peaked at 1.4 GB with a 1 GB limit; 30M ran out)
 IDENTITY_CHUNK_COPIES = 4_000_000
+# the same on a connection of one thread (a Spark task's, `--threads 1`): DuckDB spills a chunk's resolution
+# less well there, and at its 1 GB limit a chunk of 2M copies (10M spans) ran out of memory where one of 1M
+# peaked at 1.09 GB; on two threads 4M peaked at 1.14 GB
+IDENTITY_CHUNK_COPIES_ONE_THREAD = 1_000_000
 # units whose inputs one pass over the store writes (unit_inputs, shuffle): one pass for the 121 units of 30M
 # spans ran out of memory (DuckDB buffers each unit's rows), a pass per unit would read the store per unit; 16
 # units of 250,000 copies are 4M copies
@@ -141,13 +147,32 @@ _PHASE = re.compile(r"^-- phase: (\w+)$", re.MULTILINE)
 _TEMP_VIEW = re.compile(r"create or replace temp view (\w+) as")
 
 
-# what computes a full build's units: given the run, the fresh part's constants, the buckets newest first
-# (each with its unit numbers: one, or one per slice) and the shuffle (Shuffle: where each unit's input files
-# go), it writes each unit's inputs (shuffle_pass), then each bucket's partition files (their folders added to
-# run.written_dirs), and yields the bucket when they are all written; the build publishes it then
-BucketEngine = Callable[
-    ["_Run", dict[str, str], list[tuple[list[str], range]], "Shuffle"], Iterator[list[str]]
-]
+class BuildEngine(Protocol):
+    """What runs a full build's parallel work: the identity's chunks on a large store, the shuffle's passes
+    and the units' jobs. LocalEngine runs them one after another on the run's own connection;
+    queries/spark_engine.py's SparkBuckets as Spark tasks."""
+
+    def identity_chunk_copies(self, run: _Run) -> int:
+        """The stored copies a chunk of the whole store's identity may resolve at once where it runs (past
+        them, one pass over the store would be a chunk too large)."""
+        ...
+
+    def identity_chunks(self, run: _Run, chunks: IdentityChunks) -> None:
+        """Adds the identity of every chunk's traces to turnlens_all_trace_turns on the run's connection."""
+        ...
+
+    def units(
+        self, run: _Run, values: dict[str, str], units: list[tuple[list[str], range]], shuffle: Shuffle
+    ) -> Iterator[list[str]]:
+        """Given the fresh part's constants, the buckets newest first (each with its unit numbers: one, or one
+        per slice) and the shuffle (where each unit's input files go): writes each unit's inputs
+        (shuffle_pass), then each bucket's partition files (their folders added to run.written_dirs), and
+        yields the bucket when they are all written; the build publishes it then."""
+        ...
+
+    def close(self) -> None:
+        """The materialiser's run is over: releases what the engine holds for it (a Spark session)."""
+        ...
 
 
 class MaterializeBusy(Exception):
@@ -384,7 +409,7 @@ def materialize(
     now_ns: int | None = None,
     grace_s: float = GRACE_S,
     deltas_max: int = DEFAULT_DELTAS_MAX,
-    engine: BucketEngine | None = None,
+    engine: BuildEngine | None = None,
     bootstrap: bool = False,
     refresh_copies_max: int = REFRESH_COPIES_MAX,
 ) -> dict[str, Any]:
@@ -400,8 +425,9 @@ def materialize(
     A full build a run that died left incomplete is finished (its published buckets kept) when its inputs
     still hold (`_resume_refusal`; the summary's `not_resumed` says why not), even with `full`.
     A refresh when the current manifest is whole and written under the store's inputs, else a full build,
-    whose buckets `engine` computes (local_buckets, on this connection, by default; queries/spark_engine.py's
-    on a Spark cluster). A refresh always runs here: it reads what changed, not the store.
+    whose chunks and units `engine` computes (LocalEngine, on this connection, by default;
+    queries/spark_engine.py's on a Spark cluster). A refresh always runs here: it reads what changed, not the
+    store.
     Returns what it did: mode (full / refresh), version, watermark, partitions written, rows, seconds.
     Raises MaterializeBusy when another process holds the store's derived-state lock.
     """
@@ -426,7 +452,7 @@ def materialize(
             refused = None if found is None or found.complete else _resume_refusal(run, found)
             if found is not None and not found.complete and refused is None:
                 run = _Run(store_dir, segments_glob, con, found.watermark, version)  # the build's watermark
-                manifest, summary = _resume_build(run, found, engine or local_buckets)
+                manifest, summary = _resume_build(run, found, engine or LocalEngine())
             elif previous is not None and previous.complete and not full:
                 manifest, summary = _refresh(run, previous, deltas_max, refresh_copies_max)
             elif bootstrap and not full and run.stored_copies() <= bucket_spans:
@@ -435,11 +461,13 @@ def materialize(
                 manifest, summary = _refresh(run, empty, deltas_max, refresh_copies_max)
                 summary["mode"] = "bootstrap"
             else:
-                manifest, summary = _full_build(run, found, bucket_spans, engine or local_buckets)
+                manifest, summary = _full_build(run, found, bucket_spans, engine or LocalEngine())
             if found is not None and refused is not None:  # an incomplete build: say why it was not finished
                 summary["not_resumed"] = {"version": found.version, "reason": refused}
         finally:
             con.close()
+            if engine is not None:
+                engine.close()
         with _timed("retire"):
             _retire(store_dir, manifest, found, run.published[:-1], grace_s)
             _remove_old_format(store_dir, grace_s)
@@ -602,7 +630,8 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     ]:
         if int(path.stem.rsplit("-v", 1)[1]) > newest:
             path.unlink(missing_ok=True)
-    for shuffle in folder.glob(".shuffle-v*"):  # a full build's per-unit inputs: only that build reads them
+    # a full build's per-unit inputs and identity chunks: only that build reads them
+    for shuffle in [*folder.glob(".shuffle-v*"), *folder.glob(f"{IDENTITY_PREFIX}*")]:
         shutil.rmtree(shuffle, ignore_errors=True)
 
 
@@ -978,7 +1007,7 @@ def _bootstrap(run: _Run, found: Manifest | None) -> Manifest:
 
 
 def _full_build(
-    run: _Run, found: Manifest | None, bucket_spans: int, engine: BucketEngine
+    run: _Run, found: Manifest | None, bucket_spans: int, engine: BuildEngine
 ) -> tuple[Manifest, dict[str, Any]]:
     """Every turn recomputed a unit at a time (a bucket of partitions, or a slice of a large one), newest
     first, each bucket published when done.
@@ -986,8 +1015,8 @@ def _full_build(
     The whole store is read twice, whatever its size: once for each trace's identity, keys and links (narrow
     columns), and once to write each unit's input copies to the unit's own files (`shuffle_pass`). A unit's
     job then reads only those files, so the build's time follows the store's size and its memory a unit's;
-    `engine` runs the shuffle's passes and the units' jobs (local_buckets: one after another on this
-    connection; queries/spark_engine.py: as Spark tasks). What the first pass
+    `engine` runs the identity's chunks, the shuffle's passes and the units' jobs (LocalEngine: one after
+    another on this connection; queries/spark_engine.py: as Spark tasks). What the first pass
     computed is kept beside the state (`_write_plan`) until the build is whole, so that a run after this one
     dies finishes it (`_resume_build`) instead of starting again."""
     present = run.present_segments()
@@ -1007,10 +1036,11 @@ def _full_build(
         plan=run.version,
     )
     chunks = 1
-    if run.stored_copies() <= IDENTITY_CHUNK_COPIES:
+    chunk_copies = engine.identity_chunk_copies(run)
+    if run.stored_copies() <= chunk_copies:
         run.step("whole_store_identity")
     else:
-        chunks = _identity_in_chunks(run, manifest, present)
+        chunks = _identity_in_chunks(run, manifest, present, engine, chunk_copies)
     run.step("whole_store_keys_links")
     sizes: dict[str, int] = defaultdict(int)
     for part, spans in run.step("turn_sizes", params={"cutoff": run.cutoff}).fetchall():
@@ -1032,12 +1062,32 @@ def _full_build(
     return manifest, summary | {"identity_chunks": chunks}
 
 
-def _identity_in_chunks(run: _Run, index: Manifest, present: list[str]) -> int:
+@dataclass(frozen=True)
+class IdentityChunks:
+    """A full build's identity in chunks (`_identity_in_chunks`): what resolving one chunk needs, on the
+    build's connection or on one of its own (a Spark task, which writes the chunk's rows to `folder`)."""
+
+    index: Manifest
+    chunk_lists: dict[int, list[str]]
+    present: list[str]
+    files: list[str]  # the index's segments, in its order, and the group of each
+    groups: list[int]
+    count: int
+    folder: Path
+
+    def chunk_file(self, chunk: int) -> Path:
+        return self.folder / f"chunk-{chunk}.parquet"
+
+
+def _identity_in_chunks(
+    run: _Run, index: Manifest, present: list[str], engine: BuildEngine, chunk_copies: int
+) -> int:
     """Each trace's turn, start and size (whole_store_identity) resolved a chunk of traces at a time: a trace
     belongs to the first group of segments holding a copy of it, in the order the index numbers them, each
-    group about IDENTITY_CHUNK_COPIES copies. A chunk reads the segments the index names for its traces and
+    group about `chunk_copies` copies. A chunk reads the segments the index names for its traces and
     for those they link to, so the chunks read the store about once between them (a chunk of traces by a hash
-    of their ids would find them in every segment, and read the store once per chunk). Returns the chunks."""
+    of their ids would find them in every segment, and read the store once per chunk); `engine` resolves
+    them. Returns the chunks."""
     chunk_lists = _chunk_lists(run, index)
     [listed] = chunk_lists.values()
     rows = dict(
@@ -1049,25 +1099,58 @@ def _identity_in_chunks(run: _Run, index: Manifest, present: list[str]) -> int:
     groups: list[int] = []
     group = copies = 0
     for file in listed:
-        if copies >= IDENTITY_CHUNK_COPIES:
+        if copies >= chunk_copies:
             group, copies = group + 1, 0
         groups.append(group)
         copies += rows.get(file, 0)
+    folder = run.folder / f"{IDENTITY_PREFIX}{run.version}"
+    chunks = IdentityChunks(index, chunk_lists, present, listed, groups, group + 1, folder)
+    _start_identity_chunks(run, chunks)
+    engine.identity_chunks(run, chunks)
+    run.step("identity_chunks_done")
+    _remove_tree(folder)
+    return chunks.count
+
+
+def identity_chunk_copies(threads: int) -> int:
+    """The copies a chunk of the identity resolves at once on a connection of `threads` threads."""
+    return IDENTITY_CHUNK_COPIES if threads > 1 else IDENTITY_CHUNK_COPIES_ONE_THREAD
+
+
+def _start_identity_chunks(run: _Run, chunks: IdentityChunks) -> None:
+    """Each trace's chunk (turnlens_trace_chunks), and turnlens_all_trace_turns empty."""
     run.step(
         "identity_chunks",
-        {"index_traces_files": sql_list(index.chunk_files("traces"))},
-        params={"files": listed, "groups": groups},
+        {"index_traces_files": sql_list(chunks.index.chunk_files("traces"))},
+        params={"files": chunks.files, "groups": chunks.groups},
     )
-    for chunk in range(group + 1):
-        run.con.execute("set variable turnlens_chunk = $chunk", {"chunk": chunk})
-        own = "select trace_id from turnlens_trace_chunks where chunk = getvariable('turnlens_chunk')"
-        files = _segments_holding(run, index, chunk_lists, present, own)
-        run.step("identity_chunk_traces", {"files": _listed(run, present, files)}, params={"chunk": chunk})
-        linked = "select trace_id from turnlens_chunk_traces"
-        files = _segments_holding(run, index, chunk_lists, present, linked)
-        run.step("identity_chunk", {"files": _listed(run, present, files)}, params={"chunk": chunk})
-    run.step("identity_chunks_done")
-    return group + 1
+
+
+def identity_chunk(run: _Run, chunks: IdentityChunks, chunk: int) -> None:
+    """Adds the identity of one chunk's traces to turnlens_all_trace_turns on `run`'s connection."""
+    run.con.execute("set variable turnlens_chunk = $chunk", {"chunk": chunk})
+    own = "select trace_id from turnlens_trace_chunks where chunk = getvariable('turnlens_chunk')"
+    files = _segments_holding(run, chunks.index, chunks.chunk_lists, chunks.present, own)
+    run.step("identity_chunk_traces", {"files": _listed(run, chunks.present, files)}, params={"chunk": chunk})
+    linked = "select trace_id from turnlens_chunk_traces"
+    files = _segments_holding(run, chunks.index, chunks.chunk_lists, chunks.present, linked)
+    run.step("identity_chunk", {"files": _listed(run, chunks.present, files)}, params={"chunk": chunk})
+
+
+def identity_chunk_apart(run: _Run, chunks: IdentityChunks, chunk: int) -> Path:
+    """One chunk's identity on a connection of its own (a Spark task): resolved as on the build's, its rows
+    written to the chunk's file, which read_identity_chunks adds to the build's. Returns the file."""
+    _start_identity_chunks(run, chunks)
+    identity_chunk(run, chunks, chunk)
+    target = chunks.chunk_file(chunk)
+    run.copy("select * from turnlens_all_trace_turns", target, step="write identity chunk")
+    return target
+
+
+def read_identity_chunks(run: _Run, chunks: IdentityChunks) -> None:
+    """Adds the rows every chunk's file holds (identity_chunk_apart) to turnlens_all_trace_turns."""
+    files = sql_list([str(chunks.chunk_file(chunk)) for chunk in range(chunks.count)])
+    run.step("identity_chunks_read", {"files": files})
 
 
 def _listed(run: _Run, present: list[str], files: set[str] | None) -> str:
@@ -1075,7 +1158,7 @@ def _listed(run: _Run, present: list[str], files: set[str] | None) -> str:
     return sql_list(read_order(present if files is None else files, run.placeholder))
 
 
-def _resume_build(run: _Run, found: Manifest, engine: BucketEngine) -> tuple[Manifest, dict[str, Any]]:
+def _resume_build(run: _Run, found: Manifest, engine: BuildEngine) -> tuple[Manifest, dict[str, Any]]:
     """Finishes the full build `found` describes, which a run that died left incomplete: its published
     buckets stay as they are, the others are computed from its first pass (`_write_plan`) as that run would
     have computed them, at its watermark (`run` is made with it: the roll-up cutoff, and so each turn's
@@ -1094,7 +1177,7 @@ def _build_units(
     manifest: Manifest,
     present: list[str],
     buckets: list[tuple[list[str], int]],
-    engine: BucketEngine,
+    engine: BuildEngine,
     fresh: bool,
 ) -> tuple[Manifest, dict[str, Any]]:
     """Computes the buckets `manifest` does not name yet (all of them when `fresh`: it then publishes the
@@ -1125,7 +1208,7 @@ def _build_units(
             jobs.append((bucket, range(first, first + slices)))
         first += slices
     shuffle = _prepare_shuffle(run, [unit for _, numbers in jobs for unit in numbers], present, manifest)
-    for done, bucket in enumerate(engine(run, values, jobs, shuffle), start=1):
+    for done, bucket in enumerate(engine.units(run, values, jobs, shuffle), start=1):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         if done < len(jobs):  # the last bucket is published whole, below
             manifest = publish(run, manifest)
@@ -1197,21 +1280,34 @@ def _resume_refusal(run: _Run, found: Manifest) -> str | None:
     return None
 
 
-def local_buckets(
-    run: _Run, values: dict[str, str], units: list[tuple[list[str], range]], shuffle: Shuffle
-) -> Iterator[list[str]]:
-    """The full build's shuffle, UNITS_PER_PASS units a pass, then its units computed one after another, all
-    on the run's own connection; yields each bucket once its partitions' files are written (the build
-    publishes it). The default BucketEngine."""
-    for batch in shuffle.passes(UNITS_PER_PASS):
-        shuffle.reads.append(shuffle_pass(run, shuffle, batch))
-    run.step("shuffle_done")
-    for bucket, numbers in units:
-        for slice_, unit in enumerate(numbers):
-            write_unit(run, values, shuffle.folder, bucket, len(numbers), slice_, unit)
-        if len(numbers) > 1:
-            _join_slices(run, bucket[0], len(numbers))
-        yield bucket
+class LocalEngine:
+    """The default BuildEngine: a full build's work one piece after another on the run's own connection."""
+
+    def identity_chunk_copies(self, run: _Run) -> int:
+        [(threads,)] = run.con.execute("select current_setting('threads')").fetchall()
+        return identity_chunk_copies(int(threads))
+
+    def identity_chunks(self, run: _Run, chunks: IdentityChunks) -> None:
+        for chunk in range(chunks.count):
+            identity_chunk(run, chunks, chunk)
+
+    def units(
+        self, run: _Run, values: dict[str, str], units: list[tuple[list[str], range]], shuffle: Shuffle
+    ) -> Iterator[list[str]]:
+        """The shuffle, UNITS_PER_PASS units a pass, then the units one after another; yields each bucket
+        once its partitions' files are written (the build publishes it)."""
+        for batch in shuffle.passes(UNITS_PER_PASS):
+            shuffle.reads.append(shuffle_pass(run, shuffle, batch))
+        run.step("shuffle_done")
+        for bucket, numbers in units:
+            for slice_, unit in enumerate(numbers):
+                write_unit(run, values, shuffle.folder, bucket, len(numbers), slice_, unit)
+            if len(numbers) > 1:
+                _join_slices(run, bucket[0], len(numbers))
+            yield bucket
+
+    def close(self) -> None:
+        pass
 
 
 def write_unit(

@@ -40,8 +40,11 @@ from turnlens.queries import catalog, materialize
 from turnlens.queries.manifest import TABLES
 
 DEFAULT_MASTER = "local[*]"
+# the kinds of task of a build, in the order they run
+IDENTITY_TASK = "identity"  # one chunk of the whole store's identity (materialize.identity_chunk_apart)
 SHUFFLE_TASK = "shuffle"  # a batch of units' input files written (materialize.shuffle_pass)
 UNIT_TASK = "unit"  # one unit's partition files computed from them (materialize.write_unit)
+KINDS = (IDENTITY_TASK, SHUFFLE_TASK, UNIT_TASK)
 
 
 class SparkUnavailable(Exception):
@@ -65,8 +68,10 @@ class SparkBuckets:
         self.master = master
         self.task_threads = task_threads
         self.memory_limit = memory_limit
-        self.tasks: list[dict[str, Any]] = []  # what each task reported: seconds, peak memory, worker
+        self.tasks: list[dict[str, Any]] = []  # what each task of the last build reported
         self.session_start_s = 0.0  # how long the SparkSession took to start (0 when one was active)
+        self._session: Any = None  # the session of the build under way
+        self._started_here = False
 
     def summary(self) -> dict[str, Any]:
         """What the tasks of the last build did: how many of each kind and their seconds, and each worker's
@@ -76,50 +81,39 @@ class SparkBuckets:
             worker = f"{task['host']}:{task['worker_pid']}"
             workers[worker] = max(workers.get(worker, 0), task["peak_rss_bytes"])
         seconds = [task["seconds"] for task in self.tasks]
-        shuffles = [task["seconds"] for task in self.tasks if task["kind"] == SHUFFLE_TASK]
-        units = [task["seconds"] for task in self.tasks if task["kind"] == UNIT_TASK]
+        of_kind = {kind: [task["seconds"] for task in self.tasks if task["kind"] == kind] for kind in KINDS}
+        stages = of_kind.items()
         return {
             "master": self.master,
             "session_start_s": round(self.session_start_s, 3),
             "tasks": len(self.tasks),
-            "unit_tasks": len(units),
-            "shuffle_tasks": len(shuffles),
+            **{f"{kind}_tasks": len(spent) for kind, spent in stages},
             "task_seconds_total": round(sum(seconds), 3),
             "task_seconds_max": round(max(seconds, default=0.0), 3),
-            "shuffle_task_seconds_total": round(sum(shuffles), 3),
-            "unit_task_seconds_max": round(max(units, default=0.0), 3),
+            # what the projection to more workers needs: each stage's total and its longest task
+            **{f"{kind}_task_seconds_total": round(sum(spent), 3) for kind, spent in stages},
+            **{f"{kind}_task_seconds_max": round(max(spent, default=0), 3) for kind, spent in stages},
             "worker_peak_rss_mb": {name: round(peak / 2**20, 1) for name, peak in sorted(workers.items())},
         }
 
-    def __call__(
-        self,
-        run: materialize._Run,
-        values: dict[str, str],
-        units: list[tuple[list[str], range]],
-        shuffle: materialize.Shuffle,
-    ) -> Iterator[list[str]]:
-        self.tasks = []
-        started = time.perf_counter()
-        session, started_here = _session(self.master, self.task_threads)
-        self.session_start_s = time.perf_counter() - started
-        try:
-            yield from self._run_tasks(session, run, values, units, shuffle)
-        finally:
-            if started_here:
-                session.stop()
+    def _context(self) -> Any:
+        """The SparkContext of the build under way: a build's first call starts (or finds) the session."""
+        if self._session is None:
+            self.tasks = []
+            started = time.perf_counter()
+            self._session, self._started_here = _session(self.master, self.task_threads)
+            self.session_start_s = time.perf_counter() - started
+        return self._session.sparkContext
 
-    def _run_tasks(
-        self,
-        session: Any,
-        run: materialize._Run,
-        values: dict[str, str],
-        units: list[tuple[list[str], range]],
-        shuffle: materialize.Shuffle,
-    ) -> Iterator[list[str]]:
-        context = session.sparkContext
-        # the driver's copy of the whole store's identity: the shuffle tasks read the build's first pass
-        run.step("shuffle_done")
-        common = {
+    def close(self) -> None:
+        """Stops the session the build started (an active one it found is left running)."""
+        if self._session is not None and self._started_here:
+            self._session.stop()
+        self._session = None
+
+    def _common(self, run: materialize._Run) -> dict[str, Any]:
+        """What every task of the build is given: the store and the run, and DuckDB's threads and memory."""
+        return {
             "store": str(run.store_dir),
             "segments_glob": run.segments_glob,
             "watermark": run.watermark,
@@ -127,6 +121,60 @@ class SparkBuckets:
             "threads": self.task_threads,
             "memory_limit": self.memory_limit,
         }
+
+    def _record(self, report: dict[str, Any]) -> None:
+        self.tasks.append(report)
+        for step, seconds in report["timings"].items():
+            materialize.TIMINGS[f"spark {step}"] += seconds
+
+    def identity_chunk_copies(self, run: materialize._Run) -> int:
+        return materialize.identity_chunk_copies(self.task_threads)
+
+    def identity_chunks(self, run: materialize._Run, chunks: materialize.IdentityChunks) -> None:
+        """Each chunk of the whole store's identity as a task writing the chunk's rows to a file of its own,
+        all submitted at once; the driver then reads them into its connection."""
+        context = self._context()
+        chunks.folder.mkdir(parents=True, exist_ok=True)
+        specs = [
+            self._common(run) | {"kind": IDENTITY_TASK, "chunks": chunks, "chunk": chunk}
+            for chunk in range(chunks.count)
+        ]
+        group = _job_group(run)
+        lanes = max(1, int(context.defaultParallelism))
+        with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="turnlens-spark") as pool:
+            pending = {pool.submit(_submit, context, spec, group) for spec in specs}
+            try:
+                while pending:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        self._record(future.result())
+            except BaseException:
+                for future in pending:
+                    future.cancel()
+                context.cancelJobGroup(group)
+                raise
+        materialize.read_identity_chunks(run, chunks)
+
+    def units(
+        self,
+        run: materialize._Run,
+        values: dict[str, str],
+        units: list[tuple[list[str], range]],
+        shuffle: materialize.Shuffle,
+    ) -> Iterator[list[str]]:
+        yield from self._run_tasks(self._context(), run, values, units, shuffle)
+
+    def _run_tasks(
+        self,
+        context: Any,
+        run: materialize._Run,
+        values: dict[str, str],
+        units: list[tuple[list[str], range]],
+        shuffle: materialize.Shuffle,
+    ) -> Iterator[list[str]]:
+        # the driver's copy of the whole store's identity: the shuffle tasks read the build's first pass
+        run.step("shuffle_done")
+        common = self._common(run)
         unit_specs = {
             unit: common
             | {
@@ -164,9 +212,7 @@ class SparkBuckets:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for future in done:
                         report = future.result()
-                        self.tasks.append(report)
-                        for step, seconds in report["timings"].items():
-                            materialize.TIMINGS[f"spark {step}"] += seconds
+                        self._record(report)
                         if report["kind"] == SHUFFLE_TASK:
                             shuffle.reads.append(report["reads"])
                             batch = [unit_specs[unit] for unit in report["units"]]
@@ -225,6 +271,8 @@ def _submit(context: Any, spec: dict[str, Any], group: str) -> dict[str, Any]:
 def _task_name(spec: dict[str, Any]) -> str:
     """What a task computes, as its failure names it: `shuffle of units 0..15` or
     `bucket 20261205T09.. slice 1`."""
+    if spec["kind"] == IDENTITY_TASK:
+        return f"identity chunk {spec['chunk']}"
     if spec["kind"] == SHUFFLE_TASK:
         units = spec["units"]
         return f"shuffle of units {units[0]}..{units[-1]}"
@@ -257,10 +305,13 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
         spill.mkdir(parents=True, exist_ok=True)
         con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")  # tasks of one host apart
         run = materialize._Run(store, spec["segments_glob"], con, spec["watermark"], spec["version"])
-        if spec["kind"] == SHUFFLE_TASK:
+        if spec["kind"] == IDENTITY_TASK:
+            file = materialize.identity_chunk_apart(run, spec["chunks"], spec["chunk"])
+            did: dict[str, Any] = {"chunk": spec["chunk"], "file": str(file)}
+        elif spec["kind"] == SHUFFLE_TASK:
             shuffle: materialize.Shuffle = spec["shuffle"]
             run.step("resumed_identity", materialize._plan_values(run.folder, shuffle.plan))
-            did: dict[str, Any] = {
+            did = {
                 "units": spec["units"],
                 "reads": materialize.shuffle_pass(run, shuffle, spec["units"]),
             }

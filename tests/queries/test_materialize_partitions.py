@@ -428,8 +428,8 @@ def test_one_turns_lookups_read_only_the_partitions_holding_its_rows_and_answer_
 def test_a_full_build_resolving_identity_a_chunk_of_traces_at_a_time_equals_the_live_views(
     staged: StagedStore, contract_turn: Any, span: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # a store past IDENTITY_CHUNK_COPIES resolves each trace's turn a chunk at a time, a chunk being the
-    # traces first seen in a group of segments. Each turn here is received in its own segment (a group of
+    # a store past identity_chunk_copies resolves each trace's turn a chunk at a time, a chunk being
+    # the traces first seen in a group of segments. Each turn here is received in its own segment (a group of
     # its own), the jobs naming no turn last: each job inherits the identity of the trace it links to, which
     # its chunk must read from another group's segment; and a retried export of t1 lands in a later segment
     turns = [
@@ -444,15 +444,16 @@ def test_a_full_build_resolving_identity_a_chunk_of_traces_at_a_time_equals_the_
         for n in range(4)
     ]
     staged.send(jobs + turns[1], at_ms=41 * MINUTE_MS)
-    monkeypatch.setattr(materialize, "IDENTITY_CHUNK_COPIES", min(len(turn) for turn in turns))
+    for threads in ("", "_ONE_THREAD"):  # whatever the cores of the host running the suite
+        monkeypatch.setattr(materialize, f"IDENTITY_CHUNK_COPIES{threads}", min(len(turn) for turn in turns))
 
     # the identity the chunks resolve is the one a single pass over the whole store resolves (the units then
     # recompute their turns from their own input, which hides a wrong identity in all but the buckets)
     identities: dict[str, list[tuple]] = {}
     in_chunks = materialize._identity_in_chunks
 
-    def compared(run: Any, index: Any, present: list[str]) -> int:
-        chunks = in_chunks(run, index, present)
+    def compared(run: Any, index: Any, present: list[str], *engine: Any) -> int:
+        chunks = in_chunks(run, index, present, *engine)
         read = "select * from turnlens_all_trace_turns order by all"
         identities["chunks"] = run.con.execute(read).fetchall()
         run.step("whole_store_identity")

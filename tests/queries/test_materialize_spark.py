@@ -93,9 +93,15 @@ def build(store: Path, **options: Any) -> dict[str, Any]:
     return materialize.materialize(store, segments_glob(store), full=True, margin_s=0, **options)
 
 
-def test_spark_derives_every_table_row_for_row_as_duckdb_does(spark: SparkSession, store: Path) -> None:
-    # buckets small enough that a partition is larger than one: it is computed in slices, one task each
-    local = build(store, bucket_spans=1_000)
+def test_spark_derives_every_table_row_for_row_as_duckdb_does(
+    spark: SparkSession, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # buckets small enough that a partition is larger than one: it is computed in slices, one task each. A
+    # Spark task's DuckDB runs on one thread, which resolves each trace's identity a chunk of traces at a time
+    # past fewer copies than two threads do: here a chunk for each of the store's two segments on Spark, one
+    # pass over the store in the local build on two threads
+    monkeypatch.setattr(materialize, "IDENTITY_CHUNK_COPIES_ONE_THREAD", 100)
+    local = build(store, bucket_spans=1_000, threads=2)
     by_duckdb = derived_tables(store)
     assert len(by_duckdb["divergences"]) > 0
 
@@ -113,10 +119,14 @@ def test_spark_derives_every_table_row_for_row_as_duckdb_does(spark: SparkSessio
     assert catalogue_rows(store) == computed_rows(store)
     tasks = engine.summary()
     assert tasks["unit_tasks"] == on_spark["units"], "one task per unit"
-    # the shuffle ran as Spark tasks, one batch of units per core, not in the driver
+    # the identity's chunks and the shuffle ran as Spark tasks (the shuffle in one batch of units per core),
+    # not in the driver
+    assert tasks["identity_tasks"] == on_spark["identity_chunks"] == 2 and local["identity_chunks"] == 1
     assert tasks["shuffle_tasks"] == 2 == len(on_spark["shuffle_segments_read"])
-    assert on_spark["step_seconds"]["spark shuffle"] > 0 and "shuffle" not in on_spark["step_seconds"]
-    assert not list((store / "derived").glob(".shuffle-v*")), "the units' files are gone"
+    for step in ("identity_chunk", "shuffle"):
+        assert on_spark["step_seconds"][f"spark {step}"] > 0 and step not in on_spark["step_seconds"]
+    assert local["step_seconds"]["whole_store_identity"] > 0 and local["step_seconds"]["shuffle"] > 0
+    assert leftovers(store) == [], "the units' files and the identity's chunks are gone"
 
 
 def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(

@@ -42,10 +42,12 @@ def derived_tables(store: Path) -> dict[str, list[tuple]]:
 
 
 def leftovers(store: Path) -> list[str]:
-    """What a materialiser's run leaves only while it runs: the units' input files of a full build, DuckDB's
-    spill files, temporary files, a full build's first pass. Empty once a run has finished the state."""
+    """What a materialiser's run leaves only while it runs: the units' input files of a full build and its
+    identity's chunks, DuckDB's spill files, temporary files, a full build's first pass. Empty once a run has
+    finished the state."""
     derived = store / derived_manifest.DERIVED_DIR
-    found = [*derived.glob(".shuffle-v*"), *derived.glob(".build-v*"), *derived.glob("**/*.tmp")]
+    found = [*derived.glob(".shuffle-v*"), *derived.glob(".identity-v*"), *derived.glob(".build-v*")]
+    found += list(derived.glob("**/*.tmp"))
     found += [path for path in derived.glob(".spill/**/*") if path.is_file()]
     found += list(derived.glob("*/*/.v*.slice-*.parquet"))
     return sorted(str(path.relative_to(derived)) for path in found)

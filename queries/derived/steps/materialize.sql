@@ -35,7 +35,7 @@ where list_contains({{gone_segments}}, file);
 -- step: whole_store_identity
 -- a full build: every trace's turn, start and size over the whole store, held so that each bucket seeds its traces
 -- from it (with whole_store_keys_links). In one pass while the store is small enough (queries/materialize.py,
--- IDENTITY_CHUNK_COPIES), else in chunks (identity_chunk)
+-- identity_chunk_copies), else in chunks (identity_chunk)
 create or replace temp table turnlens_all_trace_turns as
 select trace_id, session_id, turn_id, min(start_time_unix_nano) as started, count(*) as spans
 from spans
@@ -43,7 +43,7 @@ group by all;
 
 -- step: identity_chunks
 -- each trace's chunk: the first group of segments holding a copy of it ($groups[i] the group of $files[i], in the
--- order the trace -> segment index numbers them, each group about materialize.IDENTITY_CHUNK_COPIES copies)
+-- order the trace -> segment index numbers them, each group about materialize.identity_chunk_copies copies)
 create or replace temp table turnlens_all_trace_turns (
     trace_id varchar, session_id varchar, turn_id varchar, started bigint, spans bigint
 );
@@ -87,6 +87,12 @@ select trace_id, session_id, turn_id, min(start_time_unix_nano) as started, coun
 from spans_resolved('chunk_copies')
 semi join (select trace_id from turnlens_trace_chunks where chunk = $chunk) using (trace_id)
 group by all;
+
+-- step: identity_chunks_read
+-- the chunks resolved on connections of their own (Spark tasks, queries/spark_engine.py), each chunk's rows in its
+-- file ({{files}})
+insert into turnlens_all_trace_turns
+select * from read_parquet({{files}}, hive_partitioning = false);
 
 -- step: identity_chunks_done
 -- the chunks' side tables (a row per trace) would otherwise stay in memory through the units
