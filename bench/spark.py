@@ -61,10 +61,13 @@ def projection(spark: dict[str, Any]) -> dict[str, float]:
 
 def tasks_wall(tasks: dict[str, Any], n: int) -> float:
     """Seconds the tasks take on n workers: their total spread over n, and never less than the critical path:
-    the identity's chunks (a chunk is ~4M copies whatever the workers, so never less than the longest), a
-    batch of the shuffle (cut into one batch per worker, so its total over n), then the longest unit."""
+    the identity's chunks (a chunk is ~1M copies whatever the workers, so never less than the longest), a
+    batch of the shuffle (cut into one batch per worker, so its total over n), then the longest unit and the
+    longest join of slices."""
     identity = max(tasks["identity_task_seconds_total"] / n, tasks["identity_task_seconds_max"])
-    critical = identity + tasks["shuffle_task_seconds_total"] / n + tasks["unit_task_seconds_max"]
+    # a sliced partition's join follows its last slice
+    units = tasks["unit_task_seconds_max"] + tasks["join_task_seconds_max"]
+    critical = identity + tasks["shuffle_task_seconds_total"] / n + units
     return max(tasks["task_seconds_total"] / n, critical)
 
 

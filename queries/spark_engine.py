@@ -1,17 +1,21 @@
 """A full build of the derived state on Apache Spark: `turnlens materialize --engine spark --master URL`.
 
-The driver (this process) does what a full build does before its units (materialize._full_build): the
-whole-store identity of every trace, the buckets of partitions newest first, the index chunk, the zero-row
+The driver (this process) does what a full build does before its units (materialize._full_build): the trace ->
+segment index, the whole-store identity of every trace, the buckets of partitions newest first, the zero-row
 files, the first manifest, and the build's first pass (`derived/.build-v<N>/`: each trace's turn, keys and
-links, each turn's unit). Spark then runs the rest as tasks. A shuffle task takes a batch of units: it reads
-the first pass and the segments holding its units' traces, and writes each unit's input copies and turns to
-`derived/.shuffle-v<N>/copies/unit=<n>/` and `turns/unit=<n>/` (materialize.shuffle_pass). As each batch is
-written, each of its units (a bucket, or a slice of a bucket larger than `bucket_spans`) goes to Spark as a
-task of its own, which runs the very statements a local build runs (materialize.write_unit:
-derived/fresh.sql and derived/steps/materialize.sql) over its unit's files and nothing else, writing the
-bucket's partition files (a slice's files when sliced). Every task opens the store's catalogue read-only
-with a DuckDB connection of its own on an executor. As buckets finish the driver joins their slices and
-publishes them, so readers see what is done exactly as during a local build.
+links, each turn's unit). Spark runs the rest as tasks, each on a DuckDB connection of its own on an executor
+(the store's catalogue opened read-only), running the very statements a local build runs:
+- identity tasks, on a store large enough to resolve the identity in chunks: each resolves one chunk's traces
+  (materialize.identity_chunk_apart) and writes them to a file the driver reads back;
+- shuffle tasks: each takes a batch of units, reads the first pass and the segments holding its units'
+  traces, and writes each unit's input copies and turns to `derived/.shuffle-v<N>/copies/unit=<n>/` and
+  `turns/unit=<n>/` (materialize.shuffle_pass);
+- unit tasks, each submitted as soon as its batch is written: one unit (a bucket, or a slice of a bucket
+  larger than `bucket_spans`) computed from its files and nothing else (materialize.write_unit:
+  derived/fresh.sql and derived/steps/materialize.sql), writing the bucket's partition files (a slice's files
+  when sliced);
+- join tasks: a sliced partition's slices joined into its file once they are all written.
+As buckets finish the driver publishes them, so readers see what is done exactly as during a local build.
 
 Why DuckDB inside Spark tasks rather than the views transpiled to Spark SQL: the views are DuckDB table macros
 called on relations named by string (`query_table`), with list lambdas, `getvariable` settings and
@@ -44,7 +48,8 @@ DEFAULT_MASTER = "local[*]"
 IDENTITY_TASK = "identity"  # one chunk of the whole store's identity (materialize.identity_chunk_apart)
 SHUFFLE_TASK = "shuffle"  # a batch of units' input files written (materialize.shuffle_pass)
 UNIT_TASK = "unit"  # one unit's partition files computed from them (materialize.write_unit)
-KINDS = (IDENTITY_TASK, SHUFFLE_TASK, UNIT_TASK)
+JOIN_TASK = "join"  # the slices of a partition computed in several units joined (materialize._join_slices)
+KINDS = (IDENTITY_TASK, SHUFFLE_TASK, UNIT_TASK, JOIN_TASK)
 
 
 class SparkUnavailable(Exception):
@@ -191,7 +196,8 @@ class SparkBuckets:
             for slice_, unit in enumerate(numbers)
         }
         buckets = [(bucket, len(numbers)) for bucket, numbers in units]
-        left = {index: slices for index, (_, slices) in enumerate(buckets)}
+        left = {index: slices for index, (_, slices) in enumerate(buckets)}  # units not yet computed
+        unpublished = set(left)
         # one Spark job per task, submitted newest first: the scheduler runs as many at once as it has cores.
         # The shuffle goes in as many batches as there are cores (each at most UNITS_PER_PASS units, as a
         # local pass), every unit's job once its batch is written, and the driver publishes each bucket as
@@ -220,12 +226,17 @@ class SparkBuckets:
                             continue
                         run.written_dirs.update(Path(name) for name in report["written_dirs"])
                         index = report["index"]
-                        left[index] -= 1
-                        if left[index] == 0:
-                            bucket, slices = buckets[index]
-                            if slices > 1:
-                                materialize._join_slices(run, bucket[0], slices)
-                            yield bucket
+                        bucket, slices = buckets[index]
+                        if report["kind"] == UNIT_TASK:
+                            left[index] -= 1
+                            if left[index] == 0 and slices > 1:  # its slices are joined by a task too
+                                join = common | {"kind": JOIN_TASK, "part": bucket[0], "slices": slices}
+                                pending.add(pool.submit(_submit, context, join | {"index": index}, group))
+                                continue
+                            if left[index] > 0:
+                                continue
+                        unpublished.discard(index)
+                        yield bucket
             except BaseException:
                 for future in pending:
                     future.cancel()
@@ -235,9 +246,8 @@ class SparkBuckets:
                 pool.shutdown(wait=True)
                 # what tasks wrote for buckets never published: no manifest will name it (the next build
                 # writes a later version), so it goes now
-                for index, count in left.items():
-                    if count > 0:
-                        _remove_bucket_files(run, buckets[index][0])
+                for index in unpublished:
+                    _remove_bucket_files(run, buckets[index][0])
 
 
 def _job_group(run: materialize._Run) -> str:
@@ -276,6 +286,8 @@ def _task_name(spec: dict[str, Any]) -> str:
     if spec["kind"] == SHUFFLE_TASK:
         units = spec["units"]
         return f"shuffle of units {units[0]}..{units[-1]}"
+    if spec["kind"] == JOIN_TASK:
+        return f"join of partition {spec['part']}'s {spec['slices']} slices"
     return f"bucket {spec['bucket'][0]}.. slice {spec['slice']}"
 
 
@@ -315,6 +327,9 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
                 "units": spec["units"],
                 "reads": materialize.shuffle_pass(run, shuffle, spec["units"]),
             }
+        elif spec["kind"] == JOIN_TASK:
+            materialize._join_slices(run, spec["part"], spec["slices"])
+            did = {"index": spec["index"], "written_dirs": sorted(str(folder) for folder in run.written_dirs)}
         else:
             materialize.write_unit(
                 run,

@@ -119,11 +119,13 @@ def test_spark_derives_every_table_row_for_row_as_duckdb_does(
     assert catalogue_rows(store) == computed_rows(store)
     tasks = engine.summary()
     assert tasks["unit_tasks"] == on_spark["units"], "one task per unit"
-    # the identity's chunks and the shuffle ran as Spark tasks (the shuffle in one batch of units per core),
-    # not in the driver
+    # the identity's chunks, the shuffle (in one batch of units per core) and the join of each sliced
+    # partition's slices ran as Spark tasks, not in the driver
     assert tasks["identity_tasks"] == on_spark["identity_chunks"] == 2 and local["identity_chunks"] == 1
     assert tasks["shuffle_tasks"] == 2 == len(on_spark["shuffle_segments_read"])
-    for step in ("identity_chunk", "shuffle"):
+    sliced = {task["bucket"][0] for task in units if task["slice"] > 0}
+    assert tasks["join_tasks"] == len(sliced) and tasks["unit_tasks"] > on_spark["buckets"]
+    for step in ("identity_chunk", "shuffle", "write turns"):
         assert on_spark["step_seconds"][f"spark {step}"] > 0 and step not in on_spark["step_seconds"]
     assert local["step_seconds"]["whole_store_identity"] > 0 and local["step_seconds"]["shuffle"] > 0
     assert leftovers(store) == [], "the units' files and the identity's chunks are gone"
