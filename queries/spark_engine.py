@@ -61,12 +61,13 @@ class SparkBuildFailed(Exception):
 
 
 class SparkBuckets:
-    """A materialize.BucketEngine computing each bucket of a full build as one Spark task.
+    """A materialize.BuildEngine running a full build's identity chunks, shuffle passes, units and joins of
+    slices as Spark tasks.
 
     `master` is a Spark master URL (`local[2]`, `spark://host:7077`, `yarn`); an active SparkSession is used
-    as it is (tests share one), else one is started for the run and stopped after it. `task_threads` is
-    DuckDB's threads per task (spark.task.cpus, the cores Spark reserves for it); `memory_limit` DuckDB's
-    limit per task, past which it spills to derived/.spill.
+    as it is (tests share one), else one is started for the build and stopped when the run ends (close).
+    `task_threads` is DuckDB's threads per task (spark.task.cpus, the cores Spark reserves for it);
+    `memory_limit` DuckDB's limit per task, past which it spills to derived/.spill.
     """
 
     def __init__(self, master: str = DEFAULT_MASTER, task_threads: int = 1, memory_limit: str | None = None):
