@@ -131,6 +131,24 @@ def test_spark_derives_every_table_row_for_row_as_duckdb_does(
     assert leftovers(store) == [], "the units' files and the identity's chunks are gone"
 
 
+def test_a_sliced_partition_is_published_on_spark_as_soon_as_its_slices_are_written(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readers see the newest partitions first on Spark as in a local build: a partition computed in slices
+    is joined and published once its slices are written, not behind every unit still waiting to run."""
+    store = hourly_fleet(tmp_path_factory.mktemp("spark-order"))
+    # more shuffle batches than cores, as on a large store: every unit is waiting by the time one is done
+    monkeypatch.setattr(materialize, "UNITS_PER_PASS", 1)
+    engine = spark_engine.SparkBuckets("local[2]")
+    built = build(store, bucket_spans=60, engine=engine)
+    kinds = [task["kind"] for task in engine.tasks]  # in the order they ended
+    assert built["buckets"] > 2 and kinds.count(spark_engine.JOIN_TASK) > 2
+    # the newest partition is published while most units are still to run (queued behind them, its join
+    # came after 14 of 15)
+    before_first_join = kinds[: kinds.index(spark_engine.JOIN_TASK)].count(spark_engine.UNIT_TASK)
+    assert before_first_join <= built["units"] // 2, kinds
+
+
 def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
     spark: SparkSession, store: Path, capsys: Any
 ) -> None:
