@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -53,10 +54,21 @@ def largest_driver_steps(summary: dict[str, Any], count: int = 6) -> dict[str, f
 def projection(spark: dict[str, Any]) -> dict[str, float]:
     """Wall seconds of the same build on N workers, from the measured driver part and task seconds."""
     tasks = spark["spark"]
-    workers = len(tasks["worker_peak_rss_mb"]) or 1
+    workers = task_slots(tasks["master"]) or len(tasks["worker_peak_rss_mb"]) or 1
     # the tasks ran on `workers` workers at once; the rest of the wall time is the driver's
     driver = max(spark["wall_s"] - tasks_wall(tasks, workers), 0.0)
     return {str(n): round(driver + tasks_wall(tasks, n), 1) for n in PROJECT_TO}
+
+
+def task_slots(master: str) -> int | None:
+    """The tasks a local master runs at once (`local[N]`, `local-cluster[N,cores,memory]`): a Python worker
+    that Spark replaced mid-build shows as one more worker in the peaks, not as one more slot."""
+    found = re.fullmatch(r"local\[(\d+)\]|local-cluster\[(\d+),\s*(\d+),\s*\d+\]", master)
+    if found is None:
+        return None
+    if found.group(1):
+        return int(found.group(1))
+    return int(found.group(2)) * int(found.group(3))
 
 
 def tasks_wall(tasks: dict[str, Any], n: int) -> float:
