@@ -1072,8 +1072,12 @@ class IdentityChunks:
     present: list[str]
     files: list[str]  # the index's segments, in its order, and the group of each
     groups: list[int]
-    count: int
     folder: Path
+
+    @property
+    def count(self) -> int:
+        """The chunks: one per group (one when the index names no segment)."""
+        return max(self.groups, default=0) + 1
 
     def chunk_file(self, chunk: int) -> Path:
         return self.folder / f"chunk-{chunk}.parquet"
@@ -1104,7 +1108,7 @@ def _identity_in_chunks(
         groups.append(group)
         copies += rows.get(file, 0)
     folder = run.folder / f"{IDENTITY_PREFIX}{run.version}"
-    chunks = IdentityChunks(index, chunk_lists, present, listed, groups, group + 1, folder)
+    chunks = IdentityChunks(index, chunk_lists, present, listed, groups, folder)
     _start_identity_chunks(run, chunks)
     engine.identity_chunks(run, chunks)
     run.step("identity_chunks_done")
@@ -1349,8 +1353,13 @@ class Shuffle:
     present: list[str]
     index: Manifest
     chunk_lists: dict[int, list[str]]
-    plan: int
     reads: list[int] = field(default_factory=list)  # the segments each pass read, as the passes end
+
+    @property
+    def plan(self) -> int:
+        """The version whose first pass (`.build-v<plan>/`) holds the whole store's identity."""
+        assert self.index.plan is not None  # _write_plan wrote it, or the resumed build kept it
+        return self.index.plan
 
     def passes(self, units_per_pass: int) -> list[list[int]]:
         """The units in batches of `units_per_pass`, a pass over the store each. DuckDB holds rows of every
@@ -1366,8 +1375,7 @@ def _prepare_shuffle(run: _Run, units: list[int], present: list[str], index: Man
     _remove_tree(folder)
     for kind in ("copies", "turns"):
         (folder / kind).mkdir(parents=True)
-    assert index.plan is not None  # _write_plan wrote it (a fresh build), or the build resumed keeps it
-    return Shuffle(folder, units, present, index, _chunk_lists(run, index), index.plan)
+    return Shuffle(folder, units, present, index, _chunk_lists(run, index))
 
 
 def shuffle_pass(run: _Run, shuffle: Shuffle, units: list[int]) -> int:

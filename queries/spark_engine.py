@@ -146,8 +146,7 @@ class SparkBuckets:
             for chunk in range(chunks.count)
         ]
         group = _job_group(run)
-        lanes = max(1, int(context.defaultParallelism))
-        with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="turnlens-spark") as pool:
+        with ThreadPoolExecutor(max_workers=_lanes(context), thread_name_prefix="turnlens-spark") as pool:
             pending = {pool.submit(_submit, context, spec, group) for spec in specs}
             try:
                 while pending:
@@ -155,9 +154,7 @@ class SparkBuckets:
                     for future in done:
                         self._record(future.result())
             except BaseException:
-                for future in pending:
-                    future.cancel()
-                context.cancelJobGroup(group)
+                _cancel(context, group, pending)
                 raise
         materialize.read_identity_chunks(run, chunks)
 
@@ -168,16 +165,7 @@ class SparkBuckets:
         units: list[tuple[list[str], range]],
         shuffle: materialize.Shuffle,
     ) -> Iterator[list[str]]:
-        yield from self._run_tasks(self._context(), run, values, units, shuffle)
-
-    def _run_tasks(
-        self,
-        context: Any,
-        run: materialize._Run,
-        values: dict[str, str],
-        units: list[tuple[list[str], range]],
-        shuffle: materialize.Shuffle,
-    ) -> Iterator[list[str]]:
+        context = self._context()
         # the driver's copy of the whole store's identity: the shuffle tasks read the build's first pass
         run.step("shuffle_done")
         common = self._common(run)
@@ -206,7 +194,7 @@ class SparkBuckets:
         # units waiting in `pool`, no bucket of 30M spans was published in the build's first 16 minutes.
         # Spark's FIFO scheduler gives the next free core to the earliest job submitted, the join's, since
         # `pool` submits a unit's job only when one of its own ends
-        lanes = max(1, int(context.defaultParallelism))
+        lanes = _lanes(context)
         per_pass = max(1, min(materialize.UNITS_PER_PASS, math.ceil(len(shuffle.units) / lanes)))
         pass_specs = [
             common | {"kind": SHUFFLE_TASK, "shuffle": shuffle, "units": batch}
@@ -245,9 +233,7 @@ class SparkBuckets:
                         unpublished.discard(index)
                         yield bucket
             except BaseException:
-                for future in pending:
-                    future.cancel()
-                context.cancelJobGroup(group)  # running tasks are interrupted
+                _cancel(context, group, pending)
                 raise
             finally:
                 pool.shutdown(wait=True)
@@ -256,6 +242,18 @@ class SparkBuckets:
                 # writes a later version), so it goes now
                 for index in unpublished:
                     _remove_bucket_files(run, buckets[index][0])
+
+
+def _lanes(context: Any) -> int:
+    """The tasks the cluster runs at once: as many Spark jobs are kept submitted."""
+    return max(1, int(context.defaultParallelism))
+
+
+def _cancel(context: Any, group: str, pending: set[Future[dict[str, Any]]]) -> None:
+    """After a failure: the tasks not yet submitted are dropped and the running ones interrupted."""
+    for future in pending:
+        future.cancel()
+    context.cancelJobGroup(group)
 
 
 def _job_group(run: materialize._Run) -> str:

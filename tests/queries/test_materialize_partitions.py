@@ -452,8 +452,8 @@ def test_a_full_build_resolving_identity_a_chunk_of_traces_at_a_time_equals_the_
     identities: dict[str, list[tuple]] = {}
     in_chunks = materialize._identity_in_chunks
 
-    def compared(run: Any, index: Any, present: list[str], *engine: Any) -> int:
-        chunks = in_chunks(run, index, present, *engine)
+    def compared(run: Any, index: Any, present: list[str], *rest: Any) -> int:
+        chunks = in_chunks(run, index, present, *rest)
         read = "select * from turnlens_all_trace_turns order by all"
         identities["chunks"] = run.con.execute(read).fetchall()
         run.step("whole_store_identity")
