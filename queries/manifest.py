@@ -61,6 +61,8 @@ REPLACED = "replaced_turns"  # a delta's list of the turns it replaces (its rows
 DELTA_DIR = "delta"
 # the store's catalogue: VIEWS read the partitions and the deltas
 CATALOG_FILES = ("identity.sql", "current.sql", "snapshot.sql")
+# of those, the files that only read the derived state's files: the rows written do not depend on them
+READS_ONLY = ("current.sql", "snapshot.sql")
 _STEP = re.compile(r"^-- step: (\w+)$", re.MULTILINE)
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
@@ -152,11 +154,12 @@ class Manifest:
     def current_values(self, table: str) -> dict[str, str]:
         """The file lists of derived/current.sql for one table."""
         template = str(self.template_file(table))
-        unsettled = sorted(self.unsettled_parts() & set(self.partitions))
+        unsettled = self.unsettled_parts() & set(self.partitions)
+        settled = sorted(set(self.partitions) - unsettled)
         return {
             "table": table,
-            "base_files": sql_list(read_order(self.table_files(table), template)),
-            "unsettled_files": sql_list(read_order(self.table_files(table, unsettled), template)),
+            "settled_files": sql_list(read_order(self.table_files(table, settled), template)),
+            "unsettled_files": sql_list(read_order(self.table_files(table, sorted(unsettled)), template)),
             "delta_files": sql_list(read_order(self.delta_files(table), template)),
             "replaced_files": sql_list(
                 read_order(self.delta_files(REPLACED), str(self.template_file("trace_turns")))
@@ -193,11 +196,13 @@ class Manifest:
 def inputs_fingerprint(store_dir: Path) -> str:
     """What the derived rows depend on besides the spans: the tool registry (side_effects' tiers) and the SQL
     that defines the views. Derived state written under other inputs (an edited registry, a turnlens upgrade
-    whose detectors or columns changed) is not read: the next run rebuilds it."""
+    whose detectors or columns changed) is not read: the next run rebuilds it. The SQL of READS_ONLY is left
+    out: an upgrade that changes only how the catalogue reads the files rewrites the catalogue (catalog.py),
+    not 30 days of derived state."""
     digest = hashlib.sha256()
     registry_file = store_dir / registry.REGISTRY_FILE
     digest.update(registry_file.read_bytes() if registry_file.exists() else b"")
-    digest.update(sqlfiles.sql_fingerprint().encode())
+    digest.update(sqlfiles.sql_fingerprint(skip=[f"derived/{name}" for name in READS_ONLY]).encode())
     return digest.hexdigest()
 
 

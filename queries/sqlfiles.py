@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -160,11 +160,14 @@ def retrying(read: Callable[[], T], *, attempts: int = READ_ATTEMPTS) -> T:
     raise AssertionError("unreachable")  # the loop returns or raises
 
 
-def sql_fingerprint() -> str:
+def sql_fingerprint(skip: Collection[str] = ()) -> str:
     """A digest of the SQL a catalog is written from (the views and the derived state's reads): a catalog
-    written by another version of turnlens is told by a recorded digest that is not this one."""
+    written by another version of turnlens is told by a recorded digest that is not this one. `skip` leaves
+    out files by their path under queries/ (`derived/current.sql`)."""
     digest = hashlib.sha256()
     for folder in (*VIEW_FOLDERS, "derived"):
         for path in sorted((QUERIES_DIR / folder).rglob("*.sql")):
-            digest.update(path.relative_to(QUERIES_DIR).as_posix().encode() + b"\0" + path.read_bytes())
+            name = path.relative_to(QUERIES_DIR).as_posix()
+            if name not in skip:
+                digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()

@@ -28,19 +28,10 @@ select * from turnlens_current_{{view}};
 -- Rollups (manifest.py, ROLLUPS): the store-wide views whose rows are sums (node_skew_minutes, node_skew_histogram,
 -- tool_observed, turn_minutes, finding_minutes) or firsts (divergences' untiered_tool findings) read, for each
 -- partition no delta in force touches, its rollup, written with its base files; for the partitions deltas touch
--- (the last minutes, a retried export's), the same over their rows in force. A node's minute, a tool or a day has
--- rollup rows in several partitions: they add up. The Overview, the Tools page and every read of divergences or
--- turns read a few rows per partition for these instead of every turn's.
-
--- once for each derived table ({{table}}): the base files of the partitions a delta touches
-create or replace macro turnlens_unsettled_files_{{table}}() as {{unsettled_files}};
-
--- once for each derived table ({{table}}): its rows in force in the partitions a delta touches
-create or replace view turnlens_unsettled_{{table}} as
-select * from read_parquet(turnlens_unsettled_files_{{table}}(), hive_partitioning = false)
-anti join turnlens_superseded using (session_id, turn_id)
-union all by name
-select * from turnlens_delta_{{table}};
+-- (the last minutes, a retried export's), the same over their rows in force (turnlens_unsettled_<table>,
+-- current.sql). A node's minute, a tool or a day has rollup rows in several partitions: they add up. The Overview,
+-- the Tools page and every read of divergences or turns read a few rows per partition for these instead of every
+-- turn's.
 
 create or replace macro turnlens_rollup_files_node_skew_minutes() as {{node_skew_minutes_rollup_files}};
 

@@ -181,3 +181,32 @@ def test_a_catalog_written_by_another_turnlens_is_rewritten_on_first_open(
     with catalog.reading(folder) as con:
         assert con.execute("select kind from findings").fetchall() == [("cancel_not_propagated",)]
     assert catalog.written_for(folder)[1] == catalog.sql_fingerprint()
+
+
+def test_an_upgrade_of_the_catalogues_reads_alone_keeps_the_derived_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The derived state is rebuilt when the SQL its rows come from changes, not when only the catalogue's
+    reads of its files do (derived/current.sql, snapshot.sql): the catalogue is rewritten, partitions kept."""
+    from turnlens.queries import manifest, sqlfiles
+
+    copy = tmp_path / "queries"
+    shutil.copytree(sqlfiles.QUERIES_DIR, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    monkeypatch.setattr(sqlfiles, "QUERIES_DIR", copy)
+    store = tmp_path / "store"
+    store.mkdir()
+    before = manifest.inputs_fingerprint(store), catalog.sql_fingerprint()
+
+    for name in manifest.READS_ONLY:
+        path = copy / "derived" / name
+        path.write_text(path.read_text() + "\n-- read another way\n")
+    after_reads = manifest.inputs_fingerprint(store), catalog.sql_fingerprint()
+    assert after_reads[0] == before[0], "a change of the reads alone must not rebuild the derived state"
+    assert after_reads[1] != before[1], "the catalogue must still be rewritten"
+
+    for name in ("views/turns.sql", "derived/identity.sql", "derived/fresh.sql"):
+        path = copy / name
+        path.write_text(path.read_text() + "\n-- computed another way\n")
+        changed = manifest.inputs_fingerprint(store)
+        assert changed != after_reads[0], f"a change of {name} must rebuild the derived state"
+        after_reads = changed, after_reads[1]
