@@ -14,6 +14,12 @@ set variable turnlens_turns_list_from_ns = (
     where newer >= $limit
 );
 
+-- whether each filter that reads another view is set: a variable is a constant when the query is planned, so an
+-- unset filter's subquery is planned away instead of joining every tool call or finding of the store
+set variable turnlens_turns_list_by_kind = len($kinds) > 0;
+
+set variable turnlens_turns_list_by_tool = len($tools) > 0 or len($tiers) > 0;
+
 with matching as (
     select t.*
     from turns as t
@@ -23,12 +29,12 @@ with matching as (
       and ($to_ms is null or t.started_wall_ns <= $to_ms * 1000000)
       and ($session = '' or t.session_id ilike '%' || $session || '%')
       and (len($statuses) = 0 or list_contains($statuses, t.status))
-      and (len($kinds) = 0 or exists (
+      and (not getvariable('turnlens_turns_list_by_kind') or exists (
             select 1 from findings as d
-            where d.session_id = t.session_id and d.turn_id = t.turn_id and list_contains($kinds, d.kind)))
-      and ((len($tools) = 0 and len($tiers) = 0) or exists (
+            where getvariable('turnlens_turns_list_by_kind') and d.session_id = t.session_id and d.turn_id = t.turn_id and list_contains($kinds, d.kind)))
+      and (not getvariable('turnlens_turns_list_by_tool') or exists (
             select 1 from side_effects as e
-            where e.session_id = t.session_id and e.turn_id = t.turn_id
+            where getvariable('turnlens_turns_list_by_tool') and e.session_id = t.session_id and e.turn_id = t.turn_id
               and (len($tools) = 0 or list_contains($tools, e.tool_name))
               and (len($tiers) = 0 or list_contains($tiers, e.tier))))
     order by t.started_wall_ns desc
