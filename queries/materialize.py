@@ -1039,9 +1039,9 @@ def _full_build(
     chunk_copies = engine.identity_chunk_copies(run)
     if run.stored_copies() <= chunk_copies:
         run.step("whole_store_identity")
-    else:
+        run.step("whole_store_keys_links")
+    else:  # each chunk finds its traces' keys and links too: a pass over the whole store less on the driver
         chunks = _identity_in_chunks(run, manifest, present, engine, chunk_copies)
-    run.step("whole_store_keys_links")
     sizes: dict[str, int] = defaultdict(int)
     for part, spans in run.step("turn_sizes", params={"cutoff": run.cutoff}).fetchall():
         sizes[part] += int(spans)
@@ -1079,14 +1079,20 @@ class IdentityChunks:
         """The chunks: one per group (one when the index names no segment)."""
         return max(self.groups, default=0) + 1
 
-    def chunk_file(self, chunk: int) -> Path:
-        return self.folder / f"chunk-{chunk}.parquet"
+    def chunk_file(self, chunk: int, table: str = "trace_turns") -> Path:
+        """Where a chunk resolved apart writes its rows of one of IDENTITY_TABLES."""
+        return self.folder / f"{IDENTITY_TABLES[table]}-{chunk}.parquet"
+
+
+# the build's identity tables -> the prefix of the files a chunk resolved apart writes them to
+IDENTITY_TABLES = {"trace_turns": "chunk", "trace_keys": "keys", "trace_links": "links"}
 
 
 def _identity_in_chunks(
     run: _Run, index: Manifest, present: list[str], engine: BuildEngine, chunk_copies: int
 ) -> int:
-    """Each trace's turn, start and size (whole_store_identity) resolved a chunk of traces at a time: a trace
+    """Each trace's turn, start and size (whole_store_identity), keys and links (whole_store_keys_links)
+    resolved a chunk of traces at a time: a trace
     belongs to the first group of segments holding a copy of it, in the order the index numbers them, each
     group about `chunk_copies` copies. A chunk reads the segments the index names for its traces and
     for those they link to, so the chunks read the store about once between them (a chunk of traces by a hash
@@ -1131,7 +1137,8 @@ def _start_identity_chunks(run: _Run, chunks: IdentityChunks) -> None:
 
 
 def identity_chunk(run: _Run, chunks: IdentityChunks, chunk: int) -> None:
-    """Adds the identity of one chunk's traces to turnlens_all_trace_turns on `run`'s connection."""
+    """Adds the identity of one chunk's traces to turnlens_all_trace_turns on `run`'s connection, their keys
+    and links to turnlens_all_trace_keys and turnlens_all_trace_links."""
     run.con.execute("set variable turnlens_chunk = $chunk", {"chunk": chunk})
     own = "select trace_id from turnlens_trace_chunks where chunk = getvariable('turnlens_chunk')"
     files = _segments_holding(run, chunks.index, chunks.chunk_lists, chunks.present, own)
@@ -1143,18 +1150,23 @@ def identity_chunk(run: _Run, chunks: IdentityChunks, chunk: int) -> None:
 
 def identity_chunk_apart(run: _Run, chunks: IdentityChunks, chunk: int) -> Path:
     """One chunk's identity on a connection of its own (a Spark task): resolved as on the build's, its rows
-    written to the chunk's file, which read_identity_chunks adds to the build's. Returns the file."""
+    written to the chunk's files, which read_identity_chunks adds to the build's. Returns the identity's."""
     _start_identity_chunks(run, chunks)
     identity_chunk(run, chunks, chunk)
-    target = chunks.chunk_file(chunk)
-    run.copy("select * from turnlens_all_trace_turns", target, step="write identity chunk")
-    return target
+    for table in IDENTITY_TABLES:
+        target = chunks.chunk_file(chunk, table)
+        run.copy(f"select * from turnlens_all_{table}", target, step="write identity chunk")
+    return chunks.chunk_file(chunk)
 
 
 def read_identity_chunks(run: _Run, chunks: IdentityChunks) -> None:
-    """Adds the rows every chunk's file holds (identity_chunk_apart) to turnlens_all_trace_turns."""
-    files = sql_list([str(chunks.chunk_file(chunk)) for chunk in range(chunks.count)])
-    run.step("identity_chunks_read", {"files": files})
+    """Adds the rows every chunk's files hold (identity_chunk_apart) to the build's identity tables."""
+
+    def files(table: str) -> str:
+        return sql_list([str(chunks.chunk_file(chunk, table)) for chunk in range(chunks.count)])
+
+    values = {"files": files("trace_turns"), "keys_files": files("trace_keys")}
+    run.step("identity_chunks_read", values | {"links_files": files("trace_links")})
 
 
 def _listed(run: _Run, present: list[str], files: set[str] | None) -> str:

@@ -454,10 +454,15 @@ def test_a_full_build_resolving_identity_a_chunk_of_traces_at_a_time_equals_the_
 
     def compared(run: Any, index: Any, present: list[str], *rest: Any) -> int:
         chunks = in_chunks(run, index, present, *rest)
-        read = "select * from turnlens_all_trace_turns order by all"
-        identities["chunks"] = run.con.execute(read).fetchall()
+        def read() -> list[list[tuple]]:
+            tables = ("turns", "keys", "links")
+            reads = [f"select * from turnlens_all_trace_{table} order by all" for table in tables]
+            return [run.con.execute(read).fetchall() for read in reads]
+
+        identities["chunks"] = read()
         run.step("whole_store_identity")
-        identities["one_pass"] = run.con.execute(read).fetchall()
+        run.step("whole_store_keys_links")
+        identities["one_pass"] = read()
         return chunks
 
     monkeypatch.setattr(materialize, "_identity_in_chunks", compared)
@@ -466,7 +471,9 @@ def test_a_full_build_resolving_identity_a_chunk_of_traces_at_a_time_equals_the_
     monkeypatch.setattr(materialize, "UNITS_PER_PASS", 1)
     built = staged.refresh(41 * MINUTE_MS + 1000, full=True, bucket_spans=20)
     assert built["mode"] == "full" and built["identity_chunks"] == 5 and built["units"] > 1
+    _, keys, links = identities["chunks"]
     assert identities["chunks"] == identities["one_pass"]
+    assert len(keys) == 4 and len(links) == 4, "each trace's keys and links found once, by its own chunk"
     staged.assert_equal_to_live()
     with catalog.connect(staged.dir) as con:
         spans = dict(con.execute("select turn_id, spans from turns").fetchall())

@@ -48,6 +48,10 @@ create or replace temp table turnlens_all_trace_turns (
     trace_id varchar, session_id varchar, turn_id varchar, started bigint, spans bigint
 );
 
+create or replace temp table turnlens_all_trace_keys (trace_id varchar, idempotency_key varchar);
+
+create or replace temp table turnlens_all_trace_links (trace_id varchar, linked_trace_id varchar);
+
 create or replace temp table turnlens_chunk_traces (trace_id varchar);
 
 create or replace temp table turnlens_trace_chunks as
@@ -57,9 +61,30 @@ join (select unnest($files) as file, unnest($groups) as chunk) as g using (file)
 group by i.trace_id;
 
 -- step: identity_chunk_traces
--- the traces one chunk ($chunk) resolves, and those they link to (whose identity a linking trace inherits: its own
--- copies decide it), from the segments ({{files}}) the index names for the chunk's own traces
+-- the keys and links of one chunk's ($chunk) own traces (whole_store_keys_links for them: every copy of a trace is in
+-- the segments ({{files}}) the index names for the chunk's own traces, and a trace is in one chunk only), then the
+-- traces the chunk resolves: its own and those they link to (whose identity a linking trace inherits: its own copies
+-- decide it)
 delete from turnlens_chunk_traces;
+
+insert into turnlens_all_trace_keys
+with own_copies as not materialized (
+    select c.trace_id, c.attributes, c.events
+    from span_copies_in({{files}}) as c
+    semi join (select trace_id from turnlens_trace_chunks where chunk = $chunk) using (trace_id)
+)
+
+select * from turnlens_trace_keys_of('own_copies');
+
+insert into turnlens_all_trace_links
+with own_copies as not materialized (
+    select c.trace_id, c.links
+    from span_copies_in({{files}}) as c
+    semi join (select trace_id from turnlens_trace_chunks where chunk = $chunk) using (trace_id)
+    where len(c.links) > 0
+)
+
+select * from turnlens_trace_links_of('own_copies');
 
 insert into turnlens_chunk_traces
 with own as (
@@ -68,10 +93,7 @@ with own as (
 
 select trace_id from own
 union
-select unnest(list_transform(c.links, lambda link: link.trace_id))
-from span_copies_in({{files}}) as c
-semi join own using (trace_id)
-where len(c.links) > 0;
+select l.linked_trace_id from turnlens_all_trace_links as l semi join own using (trace_id);
 
 -- step: identity_chunk
 -- whole_store_identity for the traces of one chunk: the spans view's resolution over the copies of the chunk's
@@ -90,9 +112,15 @@ group by all;
 
 -- step: identity_chunks_read
 -- the chunks resolved on connections of their own (Spark tasks, queries/spark_engine.py), each chunk's rows in its
--- file ({{files}})
+-- files ({{files}}: the identity, {{keys_files}} and {{links_files}}: its traces' keys and links)
 insert into turnlens_all_trace_turns
 select * from read_parquet({{files}}, hive_partitioning = false);
+
+insert into turnlens_all_trace_keys
+select * from read_parquet({{keys_files}}, hive_partitioning = false);
+
+insert into turnlens_all_trace_links
+select * from read_parquet({{links_files}}, hive_partitioning = false);
 
 -- step: identity_chunks_done
 -- the chunks' side tables (a row per trace) would otherwise stay in memory through the units
@@ -101,7 +129,8 @@ drop table turnlens_trace_chunks;
 drop table turnlens_chunk_traces;
 
 -- step: whole_store_keys_links
--- every trace's keys and links over the whole store (narrow: DuckDB spills to disk past its memory limit)
+-- every trace's keys and links over the whole store (narrow: DuckDB spills to disk past its memory limit), when the
+-- identity was resolved in one pass (whole_store_identity); in chunks, each chunk finds its traces' own
 create or replace temp view turnlens_all_copies as
 select trace_id, attributes, events, links from span_copies();
 
