@@ -569,10 +569,11 @@ def publish(run: _Run, manifest: Manifest) -> Manifest:
 
 def _write_rollups(run: _Run, manifest: Manifest) -> None:
     """Writes the rollups (manifest.ROLLUPS) of every partition the manifest names that has none yet: the
-    partitions this run wrote, however it wrote them (a full build's bucket, on any engine; a fold; a
-    roll-up), and of the zero-row files. A rollup takes its partition's version, so a partition written again
-    gets a new one and the old one is retired with its base files."""
-    for rollup, (tables, macro) in ROLLUPS.items():
+    partitions this run wrote, however it wrote them (a fold; a roll-up; a full build's bucket, whose unit or
+    join usually wrote them already: write_partition_rollups), and of the zero-row files. A rollup takes its
+    partition's version, so a partition written again gets a new one and the old one is retired with its base
+    files."""
+    for rollup, (tables, _) in ROLLUPS.items():
         pairs: list[tuple[list[Path], Path]] = [
             ([manifest.template_file(table) for table in tables], manifest.template_file(rollup))
         ]
@@ -580,15 +581,28 @@ def _write_rollups(run: _Run, manifest: Manifest) -> None:
             sources = [manifest.partition_file(table, part) for table in tables]
             pairs.append((sources, manifest.partition_file(rollup, part)))
         for sources, target in pairs:
-            if target.exists():
-                continue
-            for table, source in zip(tables, sources, strict=True):
-                run.con.execute(
-                    fill(run.steps["rollup_input"], {"table": table, "file": catalog.sql_string(str(source))})
-                )
-            arguments = ", ".join(catalog.sql_string(f"turnlens_rollup_{table}") for table in tables)
-            select = fill(run.steps["rollup_rows"], {"macro": macro, "arguments": arguments})
-            run.copy(select, target, step=f"write {rollup}")
+            if not target.exists():
+                _write_rollup(run, rollup, sources, target)
+
+
+def write_partition_rollups(run: _Run, part: str) -> None:
+    """The rollups of a partition a full build just wrote in this run's version, on the connection that wrote
+    it (a unit's, or a join's of slices: a Spark task's, where the work divides across executors, not the
+    driver's at publish)."""
+    for rollup, (tables, _) in ROLLUPS.items():
+        sources = [run.folder / table / f"p={part}" / f"v{run.version}.parquet" for table in tables]
+        _write_rollup(run, rollup, sources, run.folder / rollup / f"p={part}" / f"v{run.version}.parquet")
+
+
+def _write_rollup(run: _Run, rollup: str, sources: list[Path], target: Path) -> None:
+    """One rollup file: its macro over the files of the tables it sums."""
+    tables, macro = ROLLUPS[rollup]
+    for table, source in zip(tables, sources, strict=True):
+        values = {"table": table, "file": catalog.sql_string(str(source))}
+        run.con.execute(fill(run.steps["rollup_input"], values))
+    arguments = ", ".join(catalog.sql_string(f"turnlens_rollup_{table}") for table in tables)
+    select = fill(run.steps["rollup_rows"], {"macro": macro, "arguments": arguments})
+    run.copy(select, target, step=f"write {rollup}")
 
 
 def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
@@ -1335,6 +1349,8 @@ def write_unit(
     for part in bucket:
         for table in TABLES:
             run.write_partition(table, part, slice_=slice_ if slices > 1 else None)
+        if slices == 1:  # a sliced partition's rollups follow the join of its slices
+            write_partition_rollups(run, part)
     _remove_tree(shuffle / "copies" / f"unit={unit}")
 
 
@@ -1481,6 +1497,7 @@ def _join_slices(run: _Run, part: str, slices: int) -> None:
         run.copy(select, target, IDENTITY_ORDER.get(table))
         for piece in pieces:
             piece.unlink()
+    write_partition_rollups(run, part)
 
 
 def _buckets(sizes: Mapping[str, int], bucket_spans: int) -> list[tuple[list[str], int]]:

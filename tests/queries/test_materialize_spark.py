@@ -127,6 +127,15 @@ def test_spark_derives_every_table_row_for_row_as_duckdb_does(
     assert tasks["join_tasks"] == len(sliced) and tasks["unit_tasks"] > on_spark["buckets"]
     for step in ("identity_chunk", "shuffle", "write turns"):
         assert on_spark["step_seconds"][f"spark {step}"] > 0 and step not in on_spark["step_seconds"]
+    # and each partition's rollups by the task that wrote its files: a bucket's unit, or its slices' join
+    rollups = {f"write {rollup}" for rollup in derived_manifest.ROLLUPS}
+    writers = [
+        task
+        for task in engine.tasks
+        if task["kind"] == spark_engine.JOIN_TASK
+        or (task["kind"] == spark_engine.UNIT_TASK and task["bucket"][0] not in sliced)
+    ]
+    assert writers and all(rollups <= set(task["timings"]) for task in writers)
     assert local["step_seconds"]["whole_store_identity"] > 0 and local["step_seconds"]["shuffle"] > 0
     assert leftovers(store) == [], "the units' files and the identity's chunks are gone"
 
