@@ -129,6 +129,10 @@ class Manifest:
         delta replaced, plus the deltas' rows, so their rollups (ROLLUPS) no longer add up to them."""
         return {part for delta in self.deltas for part in delta["parts"]}
 
+    def settled_parts(self) -> list[str]:
+        """The partitions with a base file that no delta in force touches: every row of them is in force."""
+        return sorted(set(self.partitions) - self.unsettled_parts())
+
     def delta_file(self, table: str, version: int) -> Path:
         return self.folder / DELTA_DIR / f"{table}-v{version}.parquet"
 
@@ -154,12 +158,11 @@ class Manifest:
     def current_values(self, table: str) -> dict[str, str]:
         """The file lists of derived/current.sql for one table."""
         template = str(self.template_file(table))
-        unsettled = self.unsettled_parts() & set(self.partitions)
-        settled = sorted(set(self.partitions) - unsettled)
+        unsettled = sorted(self.unsettled_parts() & set(self.partitions))
         return {
             "table": table,
-            "settled_files": sql_list(read_order(self.table_files(table, settled), template)),
-            "unsettled_files": sql_list(read_order(self.table_files(table, sorted(unsettled)), template)),
+            "settled_files": sql_list(read_order(self.table_files(table, self.settled_parts()), template)),
+            "unsettled_files": sql_list(read_order(self.table_files(table, unsettled), template)),
             "delta_files": sql_list(read_order(self.delta_files(table), template)),
             "replaced_files": sql_list(
                 read_order(self.delta_files(REPLACED), str(self.template_file("trace_turns")))
@@ -279,10 +282,10 @@ def lookup_files(manifest: Manifest, table: str) -> list[str]:
 def rollup_values(manifest: Manifest) -> dict[str, str]:
     """snapshot.sql's file lists of the rollups, `<rollup>_rollup_files`: the rollups of the partitions no
     delta touches (a reader sums the rows in force of the others itself: `turnlens_unsettled_<table>`)."""
-    settled = set(manifest.partitions) - manifest.unsettled_parts()
+    settled = manifest.settled_parts()
     return {
         f"{rollup}_rollup_files": sql_list(
-            read_order(manifest.table_files(rollup, sorted(settled)), str(manifest.template_file(rollup)))
+            read_order(manifest.table_files(rollup, settled), str(manifest.template_file(rollup)))
         )
         for rollup in ROLLUPS
     }

@@ -158,7 +158,8 @@ class BuildEngine(Protocol):
         ...
 
     def identity_chunks(self, run: _Run, chunks: IdentityChunks) -> None:
-        """Adds the identity of every chunk's traces to turnlens_all_trace_turns on the run's connection."""
+        """Adds the identity of every chunk's traces to turnlens_all_trace_turns on the run's connection, and
+        their keys and links to turnlens_all_trace_keys and turnlens_all_trace_links."""
         ...
 
     def units(
@@ -320,6 +321,10 @@ class _Run:
     def _chunk(self, kind: str, version: int | None = None) -> Path:
         return self.folder / INDEX_DIR / f"{kind}-v{self.version if version is None else version}.parquet"
 
+    def partition_file(self, table: str, part: str) -> Path:
+        """A partition's file of a table (or rollup) in this run's version."""
+        return self.folder / table / f"p={part}" / f"v{self.version}.parquet"
+
     def slice_file(self, target: Path, slice_: int) -> Path:
         """Where one slice of a partition's file is written before the slices are joined."""
         return target.with_name(f".{target.stem}.slice-{slice_}.parquet")
@@ -327,7 +332,7 @@ class _Run:
     def write_partition(self, table: str, part: str, slice_: int | None = None) -> None:
         """A partition's file (or one slice of it) from the rows the full build recomputed for it."""
         select = fill(self.steps["new_partition_rows"], {"table": table, "part": catalog.sql_string(part)})
-        target = self.folder / table / f"p={part}" / f"v{self.version}.parquet"
+        target = self.partition_file(table, part)
         if slice_ is not None:
             target = self.slice_file(target, slice_)
         self.copy(select, target, IDENTITY_ORDER.get(table))
@@ -357,8 +362,7 @@ class _Run:
             select = fill(self.steps["fold_new_rows"], values)
         else:
             select = fill(self.steps["fold_rows"], values | {"previous": catalog.sql_string(str(previous))})
-        target = self.folder / table / f"p={part}" / f"v{self.version}.parquet"
-        self.copy(select, target, IDENTITY_ORDER.get(table))
+        self.copy(select, self.partition_file(table, part), IDENTITY_ORDER.get(table))
 
     def count(self, files: list[str]) -> int:
         [(rows,)] = self.con.execute(fill(self.steps["count_rows"], {"files": sql_list(files)})).fetchall()
@@ -590,8 +594,8 @@ def write_partition_rollups(run: _Run, part: str) -> None:
     it (a unit's, or a join's of slices: a Spark task's, where the work divides across executors, not the
     driver's at publish)."""
     for rollup, (tables, _) in ROLLUPS.items():
-        sources = [run.folder / table / f"p={part}" / f"v{run.version}.parquet" for table in tables]
-        _write_rollup(run, rollup, sources, run.folder / rollup / f"p={part}" / f"v{run.version}.parquet")
+        sources = [run.partition_file(table, part) for table in tables]
+        _write_rollup(run, rollup, sources, run.partition_file(rollup, part))
 
 
 def _write_rollup(run: _Run, rollup: str, sources: list[Path], target: Path) -> None:
@@ -1142,7 +1146,7 @@ def identity_chunk_copies(threads: int) -> int:
 
 
 def _start_identity_chunks(run: _Run, chunks: IdentityChunks) -> None:
-    """Each trace's chunk (turnlens_trace_chunks), and turnlens_all_trace_turns empty."""
+    """Each trace's chunk (turnlens_trace_chunks), and the identity tables (IDENTITY_TABLES) empty."""
     run.step(
         "identity_chunks",
         {"index_traces_files": sql_list(chunks.index.chunk_files("traces"))},
@@ -1491,7 +1495,7 @@ def _remove_tree(folder: Path) -> None:
 def _join_slices(run: _Run, part: str, slices: int) -> None:
     """Concatenates the slices of a partition into its file (streamed: rows are moved, not recomputed)."""
     for table in TABLES:
-        target = run.folder / table / f"p={part}" / f"v{run.version}.parquet"
+        target = run.partition_file(table, part)
         pieces = [run.slice_file(target, slice_) for slice_ in range(slices)]
         select = run.steps["rolled_up_rows"].replace("{{files}}", sql_list([str(piece) for piece in pieces]))
         run.copy(select, target, IDENTITY_ORDER.get(table))

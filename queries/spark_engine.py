@@ -6,15 +6,15 @@ files, the first manifest, and the build's first pass (`derived/.build-v<N>/`: e
 links, each turn's unit). Spark runs the rest as tasks, each on a DuckDB connection of its own on an executor
 (the store's catalogue opened read-only), running the very statements a local build runs:
 - identity tasks, on a store large enough to resolve the identity in chunks: each resolves one chunk's traces
-  (materialize.identity_chunk_apart) and writes them to a file the driver reads back;
+  and finds their keys and links (materialize.identity_chunk_apart), written to files the driver reads back;
 - shuffle tasks: each takes a batch of units, reads the first pass and the segments holding its units'
   traces, and writes each unit's input copies and turns to `derived/.shuffle-v<N>/copies/unit=<n>/` and
   `turns/unit=<n>/` (materialize.shuffle_pass);
 - unit tasks, each submitted as soon as its batch is written: one unit (a bucket, or a slice of a bucket
   larger than `bucket_spans`) computed from its files and nothing else (materialize.write_unit:
-  derived/fresh.sql and derived/steps/materialize.sql), writing the bucket's partition files (a slice's files
-  when sliced);
-- join tasks: a sliced partition's slices joined into its file once they are all written.
+  derived/fresh.sql and derived/steps/materialize.sql), writing the bucket's partition files and their rollups
+  (a slice's files when sliced);
+- join tasks: a sliced partition's slices joined into its file once they are all written, and its rollups.
 As buckets finish the driver publishes them, so readers see what is done exactly as during a local build.
 
 Why DuckDB inside Spark tasks rather than the views transpiled to Spark SQL: the views are DuckDB table macros

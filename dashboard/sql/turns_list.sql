@@ -31,10 +31,12 @@ with matching as (
       and (len($statuses) = 0 or list_contains($statuses, t.status))
       and (not getvariable('turnlens_turns_list_by_kind') or exists (
             select 1 from findings as d
-            where getvariable('turnlens_turns_list_by_kind') and d.session_id = t.session_id and d.turn_id = t.turn_id and list_contains($kinds, d.kind)))
+            where getvariable('turnlens_turns_list_by_kind')  -- constant false: the scan is planned away
+              and d.session_id = t.session_id and d.turn_id = t.turn_id and list_contains($kinds, d.kind)))
       and (not getvariable('turnlens_turns_list_by_tool') or exists (
             select 1 from side_effects as e
-            where getvariable('turnlens_turns_list_by_tool') and e.session_id = t.session_id and e.turn_id = t.turn_id
+            where getvariable('turnlens_turns_list_by_tool')
+              and e.session_id = t.session_id and e.turn_id = t.turn_id
               and (len($tools) = 0 or list_contains($tools, e.tool_name))
               and (len($tiers) = 0 or list_contains($tiers, e.tier))))
     order by t.started_wall_ns desc

@@ -454,6 +454,7 @@ def test_a_full_build_resolving_identity_a_chunk_of_traces_at_a_time_equals_the_
 
     def compared(run: Any, index: Any, present: list[str], *rest: Any) -> int:
         chunks = in_chunks(run, index, present, *rest)
+
         def read() -> list[list[tuple]]:
             tables = ("turns", "keys", "links")
             reads = [f"select * from turnlens_all_trace_{table} order by all" for table in tables]

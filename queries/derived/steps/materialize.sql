@@ -67,24 +67,17 @@ group by i.trace_id;
 -- decide it)
 delete from turnlens_chunk_traces;
 
-insert into turnlens_all_trace_keys
-with own_copies as not materialized (
-    select c.trace_id, c.attributes, c.events
-    from span_copies_in({{files}}) as c
-    semi join (select trace_id from turnlens_trace_chunks where chunk = $chunk) using (trace_id)
-)
+-- the chunk's own traces' copies (a view takes no parameter: the chunk is the variable identity_chunk sets)
+create or replace temp view turnlens_chunk_own_copies as
+select c.*
+from span_copies_in({{files}}) as c
+semi join (select trace_id from turnlens_trace_chunks where chunk = getvariable('turnlens_chunk')) using (trace_id);
 
-select * from turnlens_trace_keys_of('own_copies');
+insert into turnlens_all_trace_keys
+select * from turnlens_trace_keys_of('turnlens_chunk_own_copies');
 
 insert into turnlens_all_trace_links
-with own_copies as not materialized (
-    select c.trace_id, c.links
-    from span_copies_in({{files}}) as c
-    semi join (select trace_id from turnlens_trace_chunks where chunk = $chunk) using (trace_id)
-    where len(c.links) > 0
-)
-
-select * from turnlens_trace_links_of('own_copies');
+select * from turnlens_trace_links_of('turnlens_chunk_own_copies');
 
 insert into turnlens_chunk_traces
 with own as (
