@@ -185,7 +185,22 @@ class CollectorProcess:
     def grpc(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
 
-    def start(self, timeout_s: float = 60.0) -> CollectorProcess:
+    def start(self, timeout_s: float = 60.0, attempts: int = 3) -> CollectorProcess:
+        """Starts the process and waits until it listens. A port free_port found free can be taken by another
+        process before the collector binds it (the suite runs in two workers): then it starts again on new
+        ports, at most `attempts` times in all."""
+        for attempt in range(attempts):
+            try:
+                return self._start(timeout_s)
+            except RuntimeError:
+                if attempt + 1 == attempts or "Address already in use" not in self.output():
+                    raise
+                if self.proc is not None and self.proc.poll() is None:
+                    self.kill()
+                self.http_port, self.grpc_port = free_port(), free_port()
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _start(self, timeout_s: float) -> CollectorProcess:
         command = [
             *TURNLENS, "collect", "--store", str(self.store), "--http", self.http, "--grpc", self.grpc,
             *self.args,
