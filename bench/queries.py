@@ -320,6 +320,9 @@ def main() -> int:
     parser.add_argument("--all-views", action="store_true", help="also time a full read of every view")
     parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     parser.add_argument(
+        "--spill-dir", type=Path, default=None, help="the materialiser's --spill-dir (default: in the store)"
+    )
+    parser.add_argument(
         "--fresh",
         type=int,
         default=10_000,
@@ -368,7 +371,8 @@ def main() -> int:
         "full_build_peak_rss_mb": None,
         "refresh_s": None,
     }
-    buckets = ["--bucket-spans", str(args.bucket_spans)] if args.bucket_spans else []
+    spill = ["--spill-dir", str(args.spill_dir)] if args.spill_dir else []
+    buckets = [*spill, *(["--bucket-spans", str(args.bucket_spans)] if args.bucket_spans else [])]
     if args.full or derived_manifest.current_snapshot(store) is None:
         full = materialize_child(store, args.threads, full=True, extra=buckets)
         say(
@@ -407,7 +411,7 @@ def main() -> int:
     if args.fresh:
         sent = send_new_turns(store, args.fresh)
         load = round(os.getloadavg()[0], 2)
-        refresh = materialize_child(store, args.threads, full=False)
+        refresh = materialize_child(store, args.threads, full=False, extra=spill)
         say(
             f"refresh after {sent} spans of new turns: {refresh['seconds']:.2f} s"
             f" ({refresh['wall_s']:.1f} s with the interpreter), {refresh['touched_turns']} turns,"
@@ -422,13 +426,13 @@ def main() -> int:
             "refresh_step_cpu_s": refresh["step_cpu_seconds"],
         }
         resent = resend_as_fresh(store, args.fresh)
-        retry = materialize_child(store, args.threads, full=False)
+        retry = materialize_child(store, args.threads, full=False, extra=spill)
         say(
             f"refresh after {resent} re-sent stored spans: {retry['seconds']:.2f} s, {retry['touched_turns']}"
             f" turns in {len(retry['written_partitions'])} partitions"
         )
         results |= {"refresh_retry_s": retry["seconds"], "refresh_retry_cpu_s": retry["cpu_seconds"]}
-        fold = materialize_child(store, args.threads, full=False, fold=True)
+        fold = materialize_child(store, args.threads, full=False, fold=True, extra=spill)
         folded = len(fold["folded_partitions"])
         say(f"fold of the deltas into {folded} partitions' files: {fold['seconds']:.2f} s")
         results |= {

@@ -73,6 +73,8 @@ class Collector:
             # cores of a quiet host, and does not split its work (which costs CPU of its own) on a busy one
             threads = ["--threads", settings.materialize_threads.strip().lower()]
             memory = ["--memory-limit", settings.materialize_memory_limit.strip()]
+            if settings.materialize_spill_dir:
+                memory += ["--spill-dir", settings.materialize_spill_dir]
             self.materialize_args = ["materialize", "--store", store, "--quiet", *threads, *memory, *grace]
             self.maintenance.append(
                 ChildLoop(

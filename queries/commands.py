@@ -91,6 +91,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     mat.add_argument("--memory-limit", default=None, help="DuckDB memory limit, e.g. 4GB (default: DuckDB's)")
     mat.add_argument(
+        "--spill-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where DuckDB spills past its memory limit: a folder on a local disk, for a store on a network"
+        " filesystem or in a bucket (default: DIR/derived/.spill in the store)",
+    )
+    mat.add_argument(
         "--every",
         type=float,
         default=None,
@@ -381,6 +389,7 @@ def _materialize_once(args: argparse.Namespace, threads: int | None) -> int:
             args.master or spark_engine.DEFAULT_MASTER,
             task_threads=threads or 1,
             memory_limit=args.memory_limit,
+            spill_dir=args.spill_dir,
         )
     elif args.master is not None:
         print("turnlens materialize: --master needs --engine spark", file=sys.stderr)
@@ -402,6 +411,7 @@ def _materialize_once(args: argparse.Namespace, threads: int | None) -> int:
                 margin_s=args.margin,
                 threads=threads,
                 memory_limit=args.memory_limit,
+                spill_dir=args.spill_dir,
                 grace_s=args.grace,
                 engine=engine,
                 bucket_spans=args.bucket_spans,

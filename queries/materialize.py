@@ -374,9 +374,32 @@ def _hour_floor(ns: int) -> int:
     return ns - ns % hour
 
 
-def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_limit: str | None) -> Any:
+def spill_folder(store_dir: Path, spill_dir: Path | None) -> Path:
+    """Where this process's DuckDB spills past its memory limit: the store's derived/.spill, which the next
+    run removes; or, with `spill_dir` (a local disk, for a store on a network filesystem or in a bucket, where
+    each spilled byte would cross the network twice), this process's folder in it, `turnlens-<host>-<pid>`.
+    DuckDB removes that folder when the connection closes; this host's dead processes' folders go here."""
+    if spill_dir is None:
+        return store_dir / DERIVED_DIR / SPILL_DIR
+    spill_dir.mkdir(parents=True, exist_ok=True)
+    host = segments.host_tag()
+    for left in spill_dir.glob(f"turnlens-{host}-*"):
+        pid = left.name.rsplit("-", 1)[-1]
+        if left.name == f"turnlens-{host}-{pid}" and pid.isdigit() and not segments.pid_alive(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+    return spill_dir / f"turnlens-{host}-{os.getpid()}"
+
+
+def _connect(
+    store_dir: Path,
+    segments_glob: str,
+    threads: int | None,
+    memory_limit: str | None,
+    spill_dir: Path | None = None,
+) -> Any:
     """The materialiser's connection: the store's catalogue opened read-only (its views and macros are bound
-    already; rebinding them all costs seconds), everything the run creates temporary."""
+    already; rebinding them all costs seconds), everything the run creates temporary; DuckDB spills to
+    spill_folder(store_dir, spill_dir)."""
     if not (store_dir / catalog.CATALOG_FILE).exists():
         catalog.write_catalog(store_dir, segments_glob)
     con = duckdb.connect(str(store_dir / catalog.CATALOG_FILE), read_only=True)
@@ -386,7 +409,7 @@ def _connect(store_dir: Path, segments_glob: str, threads: int | None, memory_li
         con = duckdb.connect(str(store_dir / catalog.CATALOG_FILE), read_only=True)
     if threads:
         con.execute(f"set threads = {int(threads)}")  # SET binds no parameters
-    spill = store_dir / DERIVED_DIR / SPILL_DIR
+    spill = spill_folder(store_dir, spill_dir)
     con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")
     con.execute(f"set memory_limit = {catalog.sql_string(memory_limit or DEFAULT_MEMORY_LIMIT)}")
     con.execute("set preserve_insertion_order = false")
@@ -410,6 +433,7 @@ def materialize(
     bucket_spans: int = DEFAULT_BUCKET_SPANS,
     threads: int | None = None,
     memory_limit: str | None = None,
+    spill_dir: Path | None = None,
     now_ns: int | None = None,
     grace_s: float = GRACE_S,
     deltas_max: int = DEFAULT_DELTAS_MAX,
@@ -422,6 +446,7 @@ def materialize(
     The run reads under a reader lease (no segment it listed is deleted under it); the files it replaces are
     retired for deletion after `grace_s`, like a replaced segment. A refresh writes the recomputed turns as a
     delta and folds the deltas into the partitions' files once more than `deltas_max` are named (0: at once).
+    DuckDB spills past `memory_limit` into the store's derived/.spill, or into `spill_dir` (spill_folder).
 
     With `bootstrap` (the collector's loop), a store without usable derived state that holds no more than one
     bucket of copies gets an empty state covering nothing, and the run goes on as a refresh that takes every
@@ -450,7 +475,7 @@ def materialize(
             running.write_text(f"{os.getpid()}\n")
         version = (found.version if found else 0) + 1
         with _timed("connect"):
-            con = _connect(store_dir, segments_glob, threads, memory_limit)
+            con = _connect(store_dir, segments_glob, threads, memory_limit, spill_dir)
         try:
             run = _Run(store_dir, segments_glob, con, watermark, version)
             refused = None if found is None or found.complete else _resume_refusal(run, found)

@@ -67,13 +67,21 @@ class SparkBuckets:
     `master` is a Spark master URL (`local[2]`, `spark://host:7077`, `yarn`); an active SparkSession is used
     as it is (tests share one), else one is started for the build and stopped when the run ends (close).
     `task_threads` is DuckDB's threads per task (spark.task.cpus, the cores Spark reserves for it);
-    `memory_limit` DuckDB's limit per task, past which it spills to derived/.spill.
+    `memory_limit` DuckDB's limit per task, past which it spills to derived/.spill, or to `spill_dir` on the
+    executor's host when given (materialize.spill_folder).
     """
 
-    def __init__(self, master: str = DEFAULT_MASTER, task_threads: int = 1, memory_limit: str | None = None):
+    def __init__(
+        self,
+        master: str = DEFAULT_MASTER,
+        task_threads: int = 1,
+        memory_limit: str | None = None,
+        spill_dir: Path | None = None,
+    ):
         self.master = master
         self.task_threads = task_threads
         self.memory_limit = memory_limit
+        self.spill_dir = spill_dir
         self.tasks: list[dict[str, Any]] = []  # what each task of the last build reported
         self.session_start_s = 0.0  # how long the SparkSession took to start (0 when one was active)
         self._session: Any = None  # the session of the build under way
@@ -126,6 +134,7 @@ class SparkBuckets:
             "version": run.version,
             "threads": self.task_threads,
             "memory_limit": self.memory_limit,
+            "spill_dir": str(self.spill_dir) if self.spill_dir else None,
         }
 
     def _record(self, report: dict[str, Any]) -> None:
@@ -317,9 +326,10 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     store = Path(spec["store"])
     materialize.TIMINGS.clear()
-    con = materialize._connect(store, spec["segments_glob"], spec["threads"], spec["memory_limit"])
+    spill_dir = Path(spec["spill_dir"]) if spec.get("spill_dir") else None
+    con = materialize._connect(store, spec["segments_glob"], spec["threads"], spec["memory_limit"], spill_dir)
     try:
-        spill = store / materialize.DERIVED_DIR / materialize.SPILL_DIR / f"task-{os.getpid()}"
+        spill = materialize.spill_folder(store, spill_dir) / f"task-{os.getpid()}"
         spill.mkdir(parents=True, exist_ok=True)
         con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")  # tasks of one host apart
         run = materialize._Run(store, spec["segments_glob"], con, spec["watermark"], spec["version"])

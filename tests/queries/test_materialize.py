@@ -363,6 +363,43 @@ def test_threads_auto_gives_a_run_the_cores_the_rest_of_the_host_leaves_idle(
         main([*run, "--threads", "two"])
 
 
+def test_a_spill_folder_takes_the_runs_spill_and_this_hosts_dead_runs_leave_nothing_there(
+    sample_copy: Path, tmp_path: Path
+) -> None:
+    spill_dir = tmp_path / "local-disk"
+    spill_dir.mkdir()
+    # what a run killed with -9 left there, and the folder of a run still going
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                            text=True, check=True)
+    dead = spill_dir / f"turnlens-{host_tag()}-{int(exited.stdout)}"
+    dead.mkdir()
+    (dead / "duckdb_temp_storage_DEFAULT-0.tmp").write_bytes(b"x" * 1024)
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    alive = spill_dir / f"turnlens-{host_tag()}-{running.pid}"
+    alive.mkdir()
+    own = spill_dir / f"turnlens-{host_tag()}-{os.getpid()}"
+    try:
+        con = materialize._connect(sample_copy, segments_glob(sample_copy), 1, "32MB", spill_dir)
+        try:
+            # more than the memory limit held at once: DuckDB writes the rest to its temporary files
+            con.execute("create temp table big as select range, md5(range::varchar) from range(2000000)")
+            files = con.execute("select path from duckdb_temporary_files()").fetchall()
+            spilled = [Path(path) for (path,) in files]
+        finally:
+            con.close()
+        assert spilled and all(path.parent == own for path in spilled)
+        assert not dead.exists() and alive.exists()
+        assert not own.exists(), "DuckDB removes its folder when the connection closes"
+        # a whole run with the flag: nothing spills into the store
+        assert main(["materialize", "--store", str(sample_copy), "--margin", "0", "--full", "--quiet",
+                     "--spill-dir", str(spill_dir)]) == 0
+        assert not (sample_copy / materialize.DERIVED_DIR / materialize.SPILL_DIR).exists()
+        assert sorted(path.name for path in spill_dir.iterdir()) == [alive.name]
+    finally:
+        running.kill()
+        running.wait()
+
+
 def test_a_refresh_clears_the_temporary_catalogue_a_killed_materialiser_left(
     tmp_path: Path, fleet: list[bytes]
 ) -> None:
