@@ -166,10 +166,14 @@ def free_port() -> int:
 
 
 class CollectorProcess:
-    """`turnlens collect` in a subprocess, started and waited for like a user would."""
+    """`turnlens collect` in a subprocess, started and waited for like a user would. `prefix`: a command it
+    runs under (as `nsenter` puts it in the mount namespace of another "machine")."""
 
-    def __init__(self, store: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, store: Path, *args: str, env: dict[str, str] | None = None, prefix: Sequence[str] = ()
+    ) -> None:
         self.store = store
+        self.prefix = tuple(prefix)
         self.http_port = free_port()
         self.grpc_port = free_port()
         self.args = args
@@ -202,8 +206,8 @@ class CollectorProcess:
 
     def _start(self, timeout_s: float) -> CollectorProcess:
         command = [
-            *TURNLENS, "collect", "--store", str(self.store), "--http", self.http, "--grpc", self.grpc,
-            *self.args,
+            *self.prefix, *TURNLENS, "collect", "--store", str(self.store),
+            "--http", self.http, "--grpc", self.grpc, *self.args,
         ]
         env = {**os.environ, **(self.env or {})}
         self.lines = []

@@ -1,0 +1,144 @@
+"""A store on S3-compatible object storage through JuiceFS, shared by two machines (bench/objectstore.py):
+collectors on both and two materialisers, killed with -9 while the OpenTelemetry SDK's exporters send, lose no
+acknowledged span, leave a derived state equal to a full build's, and every byte of the store lies in the
+bucket."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import otlp_samples as s
+import pytest
+from fleet import (
+    Materializer,
+    Sender,
+    assert_acknowledged_stored,
+    assert_state_is_a_full_builds,
+    published_after,
+    start_in_background,
+    wait_for,
+)
+
+_spec = importlib.util.spec_from_file_location("bench_objectstore", s.REPO / "bench" / "objectstore.py")
+assert _spec is not None and _spec.loader is not None
+objectstore = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = objectstore  # its dataclasses look their module up
+_spec.loader.exec_module(objectstore)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(not Path("/dev/fuse").exists(), reason="this machine cannot mount FUSE filesystems"),
+]
+
+COMMON = ("--compact-interval", "3s", "--grace", "0s", "--materialize-margin", "0")
+SPANS_PER_SENDER = 500
+
+HOLD_LOCK = """
+import fcntl, sys, time
+with open(sys.argv[1], "w") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    print("locked", flush=True)
+    time.sleep(60)
+"""
+TRY_LOCK = """
+import fcntl, sys
+with open(sys.argv[1], "w") as f:
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.exit(3)
+"""
+
+
+@pytest.fixture(scope="module")
+def volume(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with objectstore.shared_volume(tmp_path_factory.mktemp("objectstore"), machines=2) as shared:
+        yield shared
+
+
+def test_a_lock_taken_on_one_machine_excludes_the_other_until_its_holder_dies(
+    volume: Any,
+) -> None:
+    first, second = volume.machines
+    path = volume.mountpoint / "lock-check"
+    holder = subprocess.Popen(
+        [*first.prefix, sys.executable, "-c", HOLD_LOCK, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        taken = subprocess.run([*second.prefix, sys.executable, "-c", TRY_LOCK, str(path)], timeout=30)
+        assert taken.returncode == 3, "the second machine took a lock the first one holds"
+    finally:
+        holder.kill()  # a holder that dies releases its lock
+        holder.wait(10)
+    deadline = time.monotonic() + 30
+    while subprocess.run([*second.prefix, sys.executable, "-c", TRY_LOCK, str(path)], timeout=30).returncode:
+        assert time.monotonic() < deadline, "the lock of a dead holder was never released"
+        time.sleep(0.2)
+
+
+def test_two_machines_on_a_store_in_a_bucket_killed_at_random_lose_nothing(
+    volume: Any,
+) -> None:
+    first, second = volume.machines
+    store = volume.mountpoint / "store"
+    # each machine's materialiser spills to its own local disk, not into the bucket
+    spill = ("--materialize-spill-dir", str(volume.mountpoint.parent / "local-spill"))
+    seed = random.randrange(1 << 32)
+    rng = random.Random(seed)
+    # machine 1: a collector with its own materialiser; 2: a collector and `turnlens materialize --every`
+    collectors = [
+        s.CollectorProcess(store, *COMMON, *spill, "--materialize-interval", "1s", prefix=first.prefix),
+        s.CollectorProcess(store, *COMMON, *spill, "--materialize-interval", "off", prefix=second.prefix),
+    ]
+    starting = [start_in_background(collector) for collector in collectors]
+    for thread in starting:
+        thread.join()
+    materializer = Materializer(store, prefix=second.prefix)
+    materializer.start()
+    endpoints = [f"http://{c.http}/v1/traces" for c in collectors]
+    senders = [Sender(endpoints, first, SPANS_PER_SENDER) for first in range(2)]
+    victims = ["collector 0", "collector 1", "materializer"]
+    rng.shuffle(victims)
+    started = time.monotonic()
+    try:
+        wait_for(lambda: published_after(store, 0), "a first whole version of the derived state")
+        for victim in victims:
+            time.sleep(rng.uniform(0.5, 2.0))
+            if victim == "materializer":
+                materializer.kill()
+                materializer.start()
+            else:
+                collector = collectors[int(victim.split()[1])]
+                collector.kill()  # SIGKILL
+                starting.append(start_in_background(collector))
+        for thread in starting:
+            thread.join()
+        chaos_ended = time.time_ns()
+        wait_for(lambda: published_after(store, chaos_ended), "a version covering the time after the kills")
+    finally:
+        for sender in senders:
+            sender.stop()
+        exits = [collector.stop() for collector in collectors]
+        materializer.stop()
+    what = f"seed {seed}, kills {victims} in {time.monotonic() - started:.0f} s"
+    assert exits == [0, 0], f"{what}\n" + "\n".join(collectors[0].lines[-20:])
+
+    acknowledged = assert_acknowledged_stored(store, senders, what)
+    assert len(acknowledged) >= 2 * SPANS_PER_SENDER, what
+    full = assert_state_is_a_full_builds(store, what)
+    assert len(full["turns"]) > 20, what
+
+    # the store's bytes are objects in the bucket, not files on this machine's disk
+    store_bytes = sum(path.stat().st_size for path in store.rglob("*") if path.is_file())
+    assert store_bytes > 0
+    assert volume.server.stored()[0] >= store_bytes, what
+    print(f"{len(acknowledged)} spans acknowledged, {store_bytes} bytes stored; {what}", file=sys.stderr)
