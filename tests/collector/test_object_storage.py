@@ -39,7 +39,7 @@ pytestmark = [
 ]
 
 COMMON = ("--compact-interval", "3s", "--grace", "0s", "--materialize-margin", "0")
-SPANS_PER_SENDER = 500
+SPANS_PER_SENDER = 300
 
 HOLD_LOCK = """
 import fcntl, sys, time
@@ -135,7 +135,7 @@ def test_two_machines_on_a_store_in_a_bucket_killed_at_random_lose_nothing(
     acknowledged = assert_acknowledged_stored(store, senders, what)
     assert len(acknowledged) >= 2 * SPANS_PER_SENDER, what
     full = assert_state_is_a_full_builds(store, what)
-    assert len(full["turns"]) > 20, what
+    assert len(full["turns"]) > 10, what
 
     # the store's bytes are objects in the bucket, not files on this machine's disk
     store_bytes = sum(path.stat().st_size for path in store.rglob("*") if path.is_file())
