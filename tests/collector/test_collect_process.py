@@ -103,12 +103,22 @@ def test_sigterm_finishes_the_request_in_progress_flushes_and_exits_0(start_coll
     assert len(stored_ids(collector.store, s.span_ids(s.simple_request(50, seed=123)))) == 50
 
 
+# What a stop may take with the default 10 s shutdown grace: each maintenance child 10 s to end, the requests
+# in progress 10 s, the last refresh 10 s (collector/server.py, stop); beside the rest of the suite on two
+# cores it once took more than 30 s
+STOP_WITHIN_S = 60
+
+
 def test_sigterm_under_load_keeps_every_acknowledged_span(start_collector) -> None:  # noqa: ANN001
     collector = start_collector()
     with Sender(collector, seed=1) as sender:
         time.sleep(2.0)
         collector.signal(signal.SIGTERM)
-        assert collector.proc.wait(30) == 0, collector.output()
+        try:
+            code = collector.proc.wait(STOP_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running {STOP_WITHIN_S} s after SIGTERM:\n{collector.output()}")
+        assert code == 0, collector.output()
     assert sender.acknowledged
     assert stored_ids(collector.store, sender.acknowledged) == sender.acknowledged
 
