@@ -172,6 +172,27 @@ def derived_rows(store: Path) -> dict[str, list[tuple]]:
     return {table: [rounded(row) for row in table_rows] for table, table_rows in rows.items()}
 
 
+def settle(store: Path, starting: Sequence[threading.Thread]) -> None:
+    """After the kills: waits for the restarted collectors, then for a version of the derived state covering
+    the time after them (the materialisers that survived or were restarted take up what the dead ones
+    left)."""
+    for thread in starting:
+        thread.join()
+    chaos_ended = time.time_ns()
+    wait_for(lambda: published_after(store, chaos_ended), "a version covering the time after the kills")
+
+
+def stop_fleet(
+    senders: Sequence[Sender], collectors: Sequence[s.CollectorProcess], materializer: Materializer
+) -> list[int]:
+    """Stops the senders, the collectors (their exit codes are returned) and the materialiser."""
+    for sender in senders:
+        sender.stop()
+    exits = [collector.stop() for collector in collectors]
+    materializer.stop()
+    return exits
+
+
 def assert_acknowledged_stored(store: Path, senders: Sequence[Sender], what: str) -> set[str]:
     """Every span some collector acknowledged to the senders is in the store's `spans`; returns them."""
     acknowledged: set[str] = set().union(*(sender.acknowledged for sender in senders))

@@ -22,7 +22,9 @@ from fleet import (
     assert_acknowledged_stored,
     assert_state_is_a_full_builds,
     published_after,
+    settle,
     start_in_background,
+    stop_fleet,
     wait_for,
 )
 
@@ -120,15 +122,9 @@ def test_two_machines_on_a_store_in_a_bucket_killed_at_random_lose_nothing(
                 collector = collectors[int(victim.split()[1])]
                 collector.kill()  # SIGKILL
                 starting.append(start_in_background(collector))
-        for thread in starting:
-            thread.join()
-        chaos_ended = time.time_ns()
-        wait_for(lambda: published_after(store, chaos_ended), "a version covering the time after the kills")
+        settle(store, starting)
     finally:
-        for sender in senders:
-            sender.stop()
-        exits = [collector.stop() for collector in collectors]
-        materializer.stop()
+        exits = stop_fleet(senders, collectors, materializer)
     what = f"seed {seed}, kills {victims} in {time.monotonic() - started:.0f} s"
     assert exits == [0, 0], f"{what}\n" + "\n".join(collectors[0].lines[-20:])
 

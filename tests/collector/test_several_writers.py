@@ -20,7 +20,9 @@ from fleet import (
     kill_child,
     processes_on,
     published_after,
+    settle,
     start_in_background,
+    stop_fleet,
     wait_for,
 )
 from turnlens.queries import manifest as derived_manifest
@@ -81,16 +83,9 @@ def test_three_collectors_and_two_materialisers_killed_at_random_lose_nothing(tm
             elif not kill_child(collectors, victim.split()[1], within_s=4.0):
                 continue
             killed.append(victim)
-        for thread in starting:
-            thread.join()
-        # the materialisers that survived or were restarted take up what the dead ones left
-        chaos_ended = time.time_ns()
-        wait_for(lambda: published_after(store, chaos_ended), "a version covering the time after the kills")
+        settle(store, starting)
     finally:
-        for sender in senders:
-            sender.stop()
-        exits = [collector.stop() for collector in collectors]
-        materializer.stop()
+        exits = stop_fleet(senders, collectors, materializer)
     chaos_s = time.monotonic() - started
     what = f"seed {seed}, kills {killed} in {chaos_s:.0f} s"
     assert exits == [0, 0, 0], f"{what}\n" + "\n".join(collectors[0].lines[-20:])
