@@ -54,6 +54,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def cannot_mount() -> str | None:
+    """Why this machine cannot mount FUSE filesystems in a mount namespace of their own; None if it can."""
+    if not Path("/dev/fuse").exists():
+        return "no /dev/fuse"
+    try:
+        subprocess.run(["unshare", "--mount", "true"], check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"no mount namespace (`unshare --mount` needs CAP_SYS_ADMIN): {exc}"
+    return None
+
+
 class S3Server:
     """moto's S3 server, a process of its own listening on 127.0.0.1."""
 
