@@ -105,12 +105,7 @@ class Manifest:
         return f"v{self.version}"
 
     def partition_file(self, table: str, part: str, version: int | None = None) -> Path:
-        return (
-            self.folder
-            / table
-            / f"p={part}"
-            / f"v{self.partitions[part] if version is None else version}.parquet"
-        )
+        return partition_path(self.folder, table, part, self.partitions[part] if version is None else version)
 
     def template_file(self, table: str) -> Path:
         return self.folder / table / f"empty-v{self.template}.parquet"
@@ -194,6 +189,11 @@ class Manifest:
         body = asdict(self)
         body.pop("folder")
         return {"format": FORMAT, **body}
+
+
+def partition_path(folder: Path, table: str, part: str, version: int) -> Path:
+    """A partition's file of a table (or rollup) in the derived state's folder, as a version wrote it."""
+    return folder / table / f"p={part}" / f"v{version}.parquet"
 
 
 def inputs_fingerprint(store_dir: Path) -> str:

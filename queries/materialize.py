@@ -62,6 +62,7 @@ from turnlens.queries.manifest import (
     current_snapshot,
     fill,
     inputs_fingerprint,
+    partition_path,
     read_manifest,
     read_order,
     sql_list,
@@ -323,7 +324,7 @@ class _Run:
 
     def partition_file(self, table: str, part: str) -> Path:
         """A partition's file of a table (or rollup) in this run's version."""
-        return self.folder / table / f"p={part}" / f"v{self.version}.parquet"
+        return partition_path(self.folder, table, part, self.version)
 
     def slice_file(self, target: Path, slice_: int) -> Path:
         """Where one slice of a partition's file is written before the slices are joined."""
@@ -375,19 +376,19 @@ def _hour_floor(ns: int) -> int:
 
 
 def spill_folder(store_dir: Path, spill_dir: Path | None) -> Path:
-    """Where this process's DuckDB spills past its memory limit: the store's derived/.spill, which the next
-    run removes; or, with `spill_dir` (a local disk, for a store on a network filesystem or in a bucket, where
-    each spilled byte would cross the network twice), this process's folder in it, `turnlens-<host>-<pid>`.
-    DuckDB removes that folder when the connection closes; this host's dead processes' folders go here."""
-    if spill_dir is None:
-        return store_dir / DERIVED_DIR / SPILL_DIR
-    spill_dir.mkdir(parents=True, exist_ok=True)
+    """Where this process's DuckDB spills past its memory limit: its own folder, `turnlens-<host>-<pid>`, in
+    `spill_dir` (a local disk, for a store on a network filesystem or in a bucket, where each spilled byte
+    would cross the network twice), else in the store's derived/.spill (which the next run removes whole).
+    Its own, so that the tasks of a Spark build on one host keep apart. DuckDB removes it when the connection
+    closes; this host's dead processes' folders go here."""
+    base = store_dir / DERIVED_DIR / SPILL_DIR if spill_dir is None else spill_dir
+    base.mkdir(parents=True, exist_ok=True)
     host = segments.host_tag()
-    for left in spill_dir.glob(f"turnlens-{host}-*"):
+    for left in base.glob(f"turnlens-{host}-*"):
         pid = left.name.rsplit("-", 1)[-1]
         if left.name == f"turnlens-{host}-{pid}" and pid.isdigit() and not segments.pid_alive(int(pid)):
             shutil.rmtree(left, ignore_errors=True)
-    return spill_dir / f"turnlens-{host}-{os.getpid()}"
+    return base / f"turnlens-{host}-{os.getpid()}"
 
 
 def _connect(
@@ -1005,7 +1006,7 @@ def _roll_up(run: _Run, manifest: Manifest) -> Manifest:
             files = sql_list([str(manifest.partition_file(table, part)) for part in sources])
             step = "rolled_up_trace_turns" if table == "trace_turns" else "rolled_up_rows"
             select = fill(run.steps[step], {"files": files, "part": catalog.sql_string(hour)})
-            target = run.folder / table / f"p={hour}" / f"v{run.version}.parquet"
+            target = run.partition_file(table, hour)
             tmp = target.with_name(f".{target.name}.rollup")  # the hour may be a source written by this run
             run.copy(select, tmp, IDENTITY_ORDER.get(table))
             os.replace(tmp, target)

@@ -40,7 +40,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from turnlens.queries import catalog, materialize
+from turnlens.queries import materialize
 from turnlens.queries.manifest import TABLES
 
 DEFAULT_MASTER = "local[*]"
@@ -272,11 +272,8 @@ def _job_group(run: materialize._Run) -> str:
 def _remove_bucket_files(run: materialize._Run, bucket: list[str]) -> None:
     for part in bucket:
         for table in TABLES:
-            folder = run.folder / table / f"p={part}"
-            for path in [
-                folder / f"v{run.version}.parquet",
-                *folder.glob(f".v{run.version}.slice-*.parquet"),
-            ]:
+            target = run.partition_file(table, part)
+            for path in [target, *target.parent.glob(f".v{run.version}.slice-*.parquet")]:
                 path.unlink(missing_ok=True)
 
 
@@ -329,9 +326,6 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
     spill_dir = Path(spec["spill_dir"]) if spec.get("spill_dir") else None
     con = materialize._connect(store, spec["segments_glob"], spec["threads"], spec["memory_limit"], spill_dir)
     try:
-        spill = materialize.spill_folder(store, spill_dir) / f"task-{os.getpid()}"
-        spill.mkdir(parents=True, exist_ok=True)
-        con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")  # tasks of one host apart
         run = materialize._Run(store, spec["segments_glob"], con, spec["watermark"], spec["version"])
         if spec["kind"] == IDENTITY_TASK:
             file = materialize.identity_chunk_apart(run, spec["chunks"], spec["chunk"])
