@@ -181,6 +181,9 @@ def retire(
     Raises CompactionBusy when another process holds the maintenance lock longer than `lock_timeout_s`.
     """
     segments_root = Path(store_dir) / segments.SEGMENTS_DIR
+    # only this store's files: a store copied or moved may still name its original's in what it had retiring
+    store = os.path.abspath(store_dir)
+    paths = [path for path in paths if Path(os.path.abspath(path)).is_relative_to(store)]
     if not paths:
         return
     with maintenance_lock(segments_root, lock_timeout_s):

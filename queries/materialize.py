@@ -208,9 +208,18 @@ class _Run:
         self.version = version
         self.move_watermark(watermark)
         self.placeholder = str(Path(segments_glob).parent.parent / segments.PLACEHOLDER)
+        # the segments folder the previous index names files in, when the store was copied or moved since
+        # (follow_index): None while it names this store's own
+        self.indexed_in: str | None = None
         self.written_dirs: set[Path] = set()
         self.published: list[Manifest] = []  # the versions this run published, oldest first
         self.published_at: list[float] = []  # when (time.perf_counter()) each was
+
+    def here(self, file: str) -> str:
+        """A segment path as the previous index names it, as this store names it (follow_index)."""
+        if self.indexed_in is not None and file.startswith(self.indexed_in + "/"):
+            return str(Path(self.segments_glob).parent.parent) + file[len(self.indexed_in) :]
+        return file
 
     def move_watermark(self, watermark: int) -> None:
         """The received time the run's state covers (a refresh with a backlog moves it back)."""
@@ -734,7 +743,36 @@ def _retire(
 def _indexed(run: _Run, previous: Manifest) -> set[str]:
     """The segments the previous version's index covers."""
     files = sql_list(previous.chunk_files("segments"))
-    return {file for file, _ in run.step("indexed_segments", {"files": files}).fetchall()}
+    return {run.here(file) for file, _ in run.step("indexed_segments", {"files": files}).fetchall()}
+
+
+def follow_index(run: _Run, previous: Manifest) -> None:
+    """Notes in `run` the segments folder the previous index names its files in when it is not this store's,
+    and defines `turnlens_here(file)` on its connection: an indexed path as this store names it.
+
+    The index names each segment by absolute path. In a store copied or moved (a restored backup, another
+    disk, another mount point) none of those paths is the store's own: taken as they are, every indexed
+    segment would look gone and every present one new, and the refresh would recompute every turn of the
+    store at once. Read through `run.here` instead, they name the same segments under this store's folder,
+    and the run writes the index again (merged into one chunk) with this store's paths."""
+    files = sql_list(previous.chunk_files("segments"))
+    row = None
+    if files != "[]":
+        row = run.con.execute(
+            f"select file from read_parquet({files}, hive_partitioning = false)"
+            " where file is not null limit 1"
+        ).fetchone()
+    here = str(Path(run.segments_glob).parent.parent)
+    indexed_in = str(Path(row[0]).parent.parent) if row else here
+    if indexed_in == here:
+        run.con.execute("create or replace temp macro turnlens_here(file) as file")
+        return
+    run.indexed_in = indexed_in
+    run.con.execute(
+        "create or replace temp macro turnlens_here(file) as case when starts_with(file, "
+        f"{catalog.sql_string(indexed_in + '/')}) then {catalog.sql_string(here)}"
+        f" || file[{len(indexed_in) + 1}:] else file end"
+    )
 
 
 def _update_index(
@@ -750,8 +788,8 @@ def _update_index(
         rows = run.step(
             "indexed_segments", {"files": sql_list([str(run._chunk("segments", chunk))])}
         ).fetchall()
-        chunk_segments[chunk] = {file for file, _ in rows}
-        indexed |= {file: int(newest) for file, newest in rows if newest is not None}
+        chunk_segments[chunk] = {run.here(file) for file, _ in rows}
+        indexed |= {run.here(file): int(newest) for file, newest in rows if newest is not None}
     present_set = set(present)
     chunks = [chunk for chunk in previous.chunks if chunk_segments[chunk] & present_set]
     new = sorted(present_set - set(indexed) - {run.placeholder})
@@ -761,7 +799,7 @@ def _update_index(
         rows = run.step("indexed_segments", {"files": sql_list([str(run._chunk("segments"))])}).fetchall()
         chunk_segments[run.version] = {file for file, _ in rows}
         indexed |= {file: int(newest) for file, newest in rows if newest is not None}
-    if len(chunks) > INDEX_CHUNKS_MAX:
+    if len(chunks) > INDEX_CHUNKS_MAX or run.indexed_in is not None:  # moved: written with this store's paths
         merged = replace(previous, chunks=chunks)
         for kind, order in (("traces", "trace_id"), ("segments", None)):
             select = run.steps[f"chunk_merge_{kind}"].replace("{{files}}", sql_list(merged.chunk_files(kind)))
@@ -792,6 +830,7 @@ def _refresh(
     the deltas into their partitions when they pile up. Of more than `copies_max` new copies it takes the
     oldest (_backlog_cut) and leaves the rest to the next run."""
     present = run.present_segments()
+    follow_index(run, previous)
     indexed_before = _indexed(run, previous)
     chunks, newest_copy, chunk_lists = _update_index(run, previous, present)
     merged = {str(path) for path in compaction.merged_outputs(run.store_dir / segments.SEGMENTS_DIR)}

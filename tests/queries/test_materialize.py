@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from storebuilder import rounded
-from turnlens.collector import segments
+from turnlens.collector import compaction, segments
 from turnlens.collector.segments import host_tag
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog, materialize, turn_queries
@@ -200,6 +200,45 @@ def test_a_backlog_is_refreshed_a_share_at_a_time_each_published_and_the_last_eq
         assert len(runs) <= 4, runs
     assert len(runs) >= 3, "the backlog took several runs"
     assert snapshot_rows(store) == plain_rows(store)
+
+
+@pytest.mark.slow
+def test_a_copied_store_refreshes_only_what_is_new_and_never_touches_its_originals_files(
+    tmp_path: Path, fleet: list[bytes]
+) -> None:
+    original = tmp_path / "original"
+    original.mkdir()
+    shutil.copy(SAMPLE_DATA / "tool_registry.toml", original / "tool_registry.toml")
+    ingest(original, fleet[0::2], tmp_path / "first.jsonl")
+    assert materialize.materialize(original, segments_glob(original), margin_s=0)["mode"] == "full"
+    # restored elsewhere from a backup, while the original keeps running: the same spans reach both
+    copy = tmp_path / "restored"
+    shutil.copytree(original, copy)
+    # the copy's manifest still names a file of the original it was about to retire (compaction was busy)
+    state = derived_manifest.current_snapshot(original)
+    assert state is not None
+    kept = next(Path(name) for name in state.files() if "/p=" in name)
+    current = copy / "derived" / "current.json"
+    current.write_text(json.dumps(json.loads(current.read_text()) | {"retiring": [str(kept)]}))
+    time.sleep(0.01)
+    for store in (original, copy):
+        ingest(store, fleet[1::2], tmp_path / "second.jsonl")
+
+    here = materialize.materialize(original, segments_glob(original), margin_s=0)
+    moved = materialize.materialize(copy, segments_glob(copy), margin_s=0, grace_s=0)
+    assert moved["mode"] == "refresh" and moved["gone_segments"] == 0, moved
+    assert moved["touched_turns"] == here["touched_turns"], "only the turns the new spans touch"
+    assert snapshot_rows(copy) == plain_rows(copy)
+    # its index names its own segments, and nothing of the original went
+    manifest = derived_manifest.current_snapshot(copy)
+    assert manifest is not None
+    indexed = duckdb.sql(
+        f"select distinct file from read_parquet({manifest.chunk_files('segments')!r})"
+    ).fetchall()
+    assert indexed and all(file.startswith(str(copy.resolve()) + "/") for (file,) in indexed), indexed
+    compaction.sweep(copy)  # what compaction's next pass deletes
+    assert kept.is_file()
+    assert snapshot_rows(original) == plain_rows(original)
 
 
 def test_a_snapshot_of_other_inputs_is_not_used(sample_copy: Path) -> None:

@@ -30,7 +30,7 @@ select * from turnlens_current_trace_links;
 create or replace temp view turnlens_dropped_traces as
 select distinct trace_id
 from read_parquet({{previous_index_traces_files}}, hive_partitioning = false)
-where list_contains({{gone_segments}}, file);
+where list_contains({{gone_segments}}, turnlens_here(file));
 
 -- step: whole_store_identity
 -- a full build: every trace's turn, start and size over the whole store, held so that each bucket seeds its traces
@@ -435,10 +435,16 @@ select filename as file, max(received_unix_nano) as max_received from span_copie
 select file, max_received from read_parquet({{files}}, hive_partitioning = false);
 
 -- step: chunk_merge_traces
-select * from read_parquet({{files}}, hive_partitioning = false) where list_contains($present, file);
+-- (turnlens_here: a segment's path under this store's folder, when the index was written in a store since copied or
+-- moved; materialize.py's follow_index)
+select * replace (turnlens_here(file) as file)
+from read_parquet({{files}}, hive_partitioning = false)
+where list_contains($present, turnlens_here(file));
 
 -- step: chunk_merge_segments
-select * from read_parquet({{files}}, hive_partitioning = false) where list_contains($present, file);
+select * replace (turnlens_here(file) as file)
+from read_parquet({{files}}, hive_partitioning = false)
+where list_contains($present, turnlens_here(file));
 
 -- step: backlog
 -- of the copies a refresh takes (derived/fresh.sql's turnlens_new_copies, before its upper bound): how many there are,
