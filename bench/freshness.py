@@ -9,9 +9,10 @@ A real `turnlens collect` process with its default settings receives, over OTLP/
   (`ghost_commit`), exported by the OpenTelemetry SDK's OTLPSpanExporter. The moment `export()` returns
   SUCCESS is the acknowledgement.
 
-A watcher reads the store's catalogue as the dashboard does (a new read-only connection each poll) and records
-when each probe's finding turns are all in `divergences`. Prints `freshness_p50_s`, `freshness_p99_s`, the
-achieved rate and the load average, as one JSON object (`--json`: stdout holds only that).
+A watcher reads the store's catalogue as the dashboard does (a new read-only connection each time the
+materialiser publishes, `watch`) and records when each probe's finding turns are all in `divergences`.
+Prints `freshness_p50_s`, `freshness_p99_s`, the achieved rate and the load average, as one JSON object
+(`--json`: stdout holds only that).
 
     .venv/bin/python bench/freshness.py --seconds 60 --json
 """
@@ -42,6 +43,8 @@ from turnlens.sample_data import bulk, simulate
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = "ghost_commit"
+POLL_S = 0.1  # how often the watcher looks for a new publish
+RECHECK_S = 5.0  # and reads divergences at least this often whatever it found
 _FIXED64_TIME_TAGS = (b"\x39", b"\x41", b"\x09")  # span start / end, event time: fixed64 fields
 
 
@@ -179,13 +182,37 @@ def send_probe(url: str, seed: int) -> Probe:
     return Probe(sent, acked, turns)
 
 
+def published(store: Path) -> tuple[tuple[int, int], ...]:
+    """What changes when the materialiser publishes: the catalogue file (replaced by a rename) and the
+    manifest, by inode and modification time; a stat of each, not a query."""
+    stamps = []
+    for path in (store / catalog.CATALOG_FILE, store / "derived" / "current.json"):
+        try:
+            stat = path.stat()
+        except OSError:
+            stamps.append((0, 0))
+        else:
+            stamps.append((stat.st_ino, stat.st_mtime_ns))
+    return tuple(stamps)
+
+
 def watch(store: Path, probes: list[Probe], lock: threading.Lock, stop: threading.Event) -> None:
-    """Polls `divergences` through the store's catalogue, as a reader would, for the probes' turns."""
+    """Reads `divergences` through the store's catalogue, as a reader would, for the probes' turns: each time
+    the materialiser has published (the catalogue or the manifest changed), at least every RECHECK_S, and
+    whenever a new probe is waiting. `divergences` reads the derived state only, which changes only when it
+    is published, so a stat every POLL_S finds the same moment a query every POLL_S would; a query costs
+    ~0.12 CPU s, which three times a second took a seventh of the two cores from what it measures."""
+    seen: tuple[tuple[int, int], ...] = ()
+    asked: frozenset[str] = frozenset()
+    last = 0.0
     while not stop.is_set():
         with lock:
             pending = [probe for probe in probes if probe.visible_at is None]
         turns = sorted({turn for probe in pending for turn in probe.turns})
-        if turns:
+        stamps = published(store)
+        due = stamps != seen or not asked.issuperset(turns) or time.monotonic() - last > RECHECK_S
+        if turns and due:
+            seen, asked, last = stamps, frozenset(turns), time.monotonic()
             try:
                 with catalog.connect(store) as con:
                     found = {
@@ -198,13 +225,13 @@ def watch(store: Path, probes: list[Probe], lock: threading.Lock, stop: threadin
                     }
             except Exception as exc:  # noqa: BLE001 - a reader's failure is a figure too
                 print(f"reader failed: {exc}", file=sys.stderr)
-                found = set()
+                found, seen = set(), ()
             now = time.time()
             with lock:
                 for probe in pending:
                     if probe.turns <= found:
                         probe.visible_at = now
-        stop.wait(0.25)
+        stop.wait(POLL_S)
 
 
 def start_collector(store: Path, port: int) -> subprocess.Popen[str]:
