@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 STORE ?= ./turnlens-data
 
-.PHONY: install demo test test-fast lint docs sample bench fuzz browser java clean
+.PHONY: install demo test test-fast lint docs sample bench fuzz browser java redis clean
 
 install: $(STAMP)
 
@@ -23,10 +23,14 @@ browser:
 java:
 	bash scripts/install-java.sh
 
+# Debian's Redis server for the object-storage tests (JuiceFS keeps the volume's metadata in it).
+redis:
+	bash scripts/install-redis.sh
+
 demo: install
 	$(BIN)/turnlens demo --store $(STORE)
 
-test: install browser java lint
+test: install browser java redis lint
 	$(BIN)/python -m pytest
 
 test-fast: install

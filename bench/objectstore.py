@@ -1,8 +1,9 @@
 """A store on S3-compatible object storage, as docs/operating-at-scale.md sets it up, on this one machine.
 
 - The object store: moto's S3 server in a process of its own on 127.0.0.1 (S3's HTTP API, objects in memory).
-- The filesystem: a JuiceFS volume on a bucket of it, its metadata in a SQLite file (a Redis or PostgreSQL
-  server in production, which clients on several machines share).
+- The filesystem: a JuiceFS volume on a bucket of it, its metadata in a Redis server of its own on 127.0.0.1
+  (`--meta redis`, as a fleet's machines share it in production) or in a SQLite file (`--meta sqlite`, the
+  script's default: one host only).
 - The machines: each is a mount namespace of its own (`unshare --mount`) in which a JuiceFS client of its
   own mounts the volume at the same path, as every machine of a fleet mounts it at the same path. A process
   runs on a machine under `nsenter` (`Machine.prefix`). This process mounts a client of its own there too.
@@ -13,7 +14,7 @@ and runs a command with `{mnt}` replaced by the mount point, then unmounts: a be
     .venv/bin/python bench/objectstore.py -- .venv/bin/python bench/ingest.py --store {mnt}/store --seconds 10
 
 prints the command's output, then one JSON line: the bytes in the bucket, the objects' count, and the CPU
-seconds the S3 server and the JuiceFS client used meanwhile.
+seconds the S3 server, the JuiceFS client and the metadata server (Redis) used meanwhile.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import signal
 import socket
 import subprocess
@@ -40,6 +42,7 @@ JUICEFS = BIN / "juicefs"
 BUCKET = "turnlens"
 VOLUME = "turnlens"
 KEYS = ("test-key", "test-secret")
+METADATA = ("sqlite", "redis")  # where the volume's metadata is kept (shared_volume's `meta`)
 # what the store's commits need of the filesystem (docs/operating-at-scale.md): a file renamed or deleted by
 # one client is seen at once by every other, so no metadata is cached in the kernel; each client its own cache
 MOUNT_OPTIONS = (
@@ -102,6 +105,43 @@ class S3Server:
             total += sum(item["Size"] for item in page.get("Contents", []))
             count += len(page.get("Contents", []))
         return total, count
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        self._log.close()
+
+
+class RedisServer:
+    """Debian's Redis server (scripts/install-redis.sh), a process of its own on 127.0.0.1 keeping a volume's
+    metadata in memory only: the volume lives as long as the process."""
+
+    def __init__(self, workdir: Path) -> None:
+        binary = shutil.which("redis-server")
+        assert binary, "no redis-server: `make redis` installs Debian's"
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/1"
+        log = workdir / "redis.log"
+        self._log = log.open("wb")
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(workdir)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while not self.answers():
+            assert self.proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"Redis did not answer: {log.read_text()}"
+            time.sleep(0.1)
+
+    def answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -182,6 +222,7 @@ class Volume:
     mountpoint: Path
     machines: list[Machine]
     clients: list[Client] = field(default_factory=list)
+    redis: RedisServer | None = None
 
     def cpu_s(self) -> dict[str, float]:
         """CPU seconds (user + system) so far of the S3 server and of the JuiceFS clients (and children)."""
@@ -198,34 +239,42 @@ class Volume:
         return {
             "s3_server": round(cpu(self.server.proc.pid), 1),
             "juicefs_clients": round(sum(cpu(client.proc.pid) for client in self.clients), 1),
+            "metadata_server": round(cpu(self.redis.proc.pid), 1) if self.redis else 0.0,
         }
 
 
 @contextlib.contextmanager
-def shared_volume(workdir: Path, machines: int) -> Iterator[Volume]:
-    """An S3 server, a JuiceFS volume on it, and `machines` machines plus this process each mounting it at the
-    same path."""
+def shared_volume(workdir: Path, machines: int, meta: str = "sqlite") -> Iterator[Volume]:
+    """An S3 server, a JuiceFS volume on it with its metadata in `meta` (METADATA), and `machines` machines
+    plus this process each mounting it at the same path."""
+    assert meta in METADATA, meta
     server = S3Server(workdir / "s3.log")
-    meta = f"sqlite3://{workdir / 'meta.db'}"
     stack = contextlib.ExitStack()
     stack.callback(server.stop)
+    redis = None
     try:
+        if meta == "redis":
+            redis = RedisServer(workdir)
+            stack.callback(redis.stop)  # after every client unmounted (the stack unwinds backwards)
+            meta_url = redis.url
+        else:
+            meta_url = f"sqlite3://{workdir / 'meta.db'}"
         formatted = subprocess.run(
             [str(JUICEFS), "format", "--storage", "s3", "--bucket", f"{server.endpoint}/{BUCKET}",
-             "--access-key", KEYS[0], "--secret-key", KEYS[1], "--trash-days", "0", meta, VOLUME],
+             "--access-key", KEYS[0], "--secret-key", KEYS[1], "--trash-days", "0", meta_url, VOLUME],
             capture_output=True,
             text=True,
             timeout=120,
         )
         assert formatted.returncode == 0, formatted.stderr
-        volume = Volume(server, workdir / "mnt", [Machine() for _ in range(machines)])
+        volume = Volume(server, workdir / "mnt", [Machine() for _ in range(machines)], redis=redis)
         volume.mountpoint.mkdir()
         # the namespaces first (above): one made after this process's mount would start with it
         for host in volume.machines:
             stack.callback(host.stop)
         for number, host in enumerate([*volume.machines, None]):
             name = f"client-{number}" if host else "client-here"
-            volume.clients.append(Client(meta, volume.mountpoint, workdir / name, host))
+            volume.clients.append(Client(meta_url, volume.mountpoint, workdir / name, host))
             stack.callback(volume.clients[-1].stop)
         yield volume
     finally:
@@ -236,6 +285,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument(
+        "--meta", choices=METADATA, default="sqlite", help="where the volume's metadata is kept"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --; {mnt}: the mount")
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -243,7 +295,7 @@ def main() -> int:
         parser.error("no command")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unmount and stop the S3 server on the way out
     with tempfile.TemporaryDirectory(prefix="turnlens-objectstore-") as workdir:
-        with shared_volume(Path(workdir), machines=0) as volume:
+        with shared_volume(Path(workdir), machines=0, meta=args.meta) as volume:
             started = time.monotonic()
             code = subprocess.call([part.replace("{mnt}", str(volume.mountpoint)) for part in command])
             seconds = time.monotonic() - started
@@ -252,6 +304,7 @@ def main() -> int:
     summary = {
         "exit_code": code, "seconds": round(seconds, 1), "bucket_bytes": stored, "objects": objects,
         "s3_server_cpu_s": cpu["s3_server"], "juicefs_clients_cpu_s": cpu["juicefs_clients"],
+        "metadata_server_cpu_s": cpu["metadata_server"], "meta": args.meta,
     }
     print(json.dumps(summary))
     return code

@@ -1,7 +1,7 @@
-"""A store on S3-compatible object storage through JuiceFS, shared by two machines (bench/objectstore.py):
-collectors on both and two materialisers, killed with -9 while the OpenTelemetry SDK's exporters send, lose no
-acknowledged span, leave a derived state equal to a full build's, and every byte of the store lies in the
-bucket."""
+"""A store on S3-compatible object storage through JuiceFS, its metadata in Redis as in production, shared by
+two machines (bench/objectstore.py): collectors on both and two materialisers, killed with -9 while the
+OpenTelemetry SDK's exporters send, lose no acknowledged span, leave a derived state equal to a full build's,
+and every byte of the store lies in the bucket."""
 
 from __future__ import annotations
 
@@ -64,7 +64,8 @@ with open(sys.argv[1], "w") as f:
 
 @pytest.fixture(scope="module")
 def volume(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with objectstore.shared_volume(tmp_path_factory.mktemp("objectstore"), machines=2) as shared:
+    workdir = tmp_path_factory.mktemp("objectstore")
+    with objectstore.shared_volume(workdir, machines=2, meta="redis") as shared:
         yield shared
 
 
