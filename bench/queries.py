@@ -446,8 +446,8 @@ def main() -> int:
         con.execute(f"set threads = {int(args.threads)}")  # SET takes no bound parameters
     try:
         # the spans counted once (a retried copy is the same span) from the stored copies' keys, the turns
-        # from the derived state: the `store_summary` named query resolves the live `spans` view over the
-        # whole store, which grew past 21 GB at 30M spans
+        # from the derived state, as the `store_summary` named query counts them (the live `spans` view over
+        # the whole store grew past 21 GB at 30M spans)
         [(spans,)] = con.execute(
             "select count(*) from (select distinct trace_id, span_id from span_copies())"
         ).fetchall()

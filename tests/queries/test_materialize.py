@@ -276,6 +276,22 @@ def test_a_second_materialiser_is_refused_while_one_runs(tmp_path: Path) -> None
         materialize.materialize(store, segments_glob(store))
 
 
+def test_the_store_summary_counts_what_the_live_spans_count_without_resolving_them(sample_copy: Path) -> None:
+    store = sample_copy
+    materialize.materialize(store, segments_glob(store), margin_s=0)
+    # a retried export: every span stored twice, counted once
+    assert main(["ingest", "--store", str(store), "--quiet", str(SAMPLE_DATA / "sample.jsonl.gz")]) == 0
+    materialize.materialize(store, segments_glob(store), margin_s=0)
+    with catalog.connect(store) as con:
+        [summary] = catalog.run_named(con, "store_summary", {}).fetchall()
+        [live] = con.execute(
+            "select count(*), count(distinct trace_id), count(distinct session_id), count(distinct turn_id),"
+            " make_timestamp(min(wall_ns) // 1000), make_timestamp(max(wall_ns) // 1000) from spans"
+        ).fetchall()
+        [(copies,)] = con.execute("select count(*) from span_copies()").fetchall()
+    assert summary[:5] == live[:5] and copies == 2 * live[0], (summary, live)
+    assert summary[5] >= live[5], "the last row seen is no earlier than the last span's start"
+
 def test_a_fresh_store_says_nothing_is_built_yet(sample_copy: Path) -> None:
     # the recorded sample just ingested: nothing was ever materialised on it
     with catalog.connect(sample_copy) as con:
