@@ -45,10 +45,11 @@ KEYS = ("test-key", "test-secret")
 METADATA = ("sqlite", "redis")  # where the volume's metadata is kept (shared_volume's `meta`)
 # what the store's commits need of the filesystem (docs/operating-at-scale.md): a file renamed or deleted by
 # one client is seen at once by every other, so no metadata is cached in the kernel; each client its own cache
-MOUNT_OPTIONS = (
+NO_KERNEL_CACHE = (
     "--attr-cache", "0", "--entry-cache", "0", "--dir-entry-cache", "0", "--negative-entry-cache", "0",
-    "--backup-meta", "0", "--no-usage-report", "--no-syslog",
 )
+CLIENT_OPTIONS = ("--backup-meta", "0", "--no-usage-report", "--no-syslog")
+MOUNT_OPTIONS = (*NO_KERNEL_CACHE, *CLIENT_OPTIONS)
 
 
 def free_port() -> int:
@@ -174,14 +175,17 @@ class Client:
     """A JuiceFS client mounting the volume at `mountpoint` on `machine` (None: the test process's own), in
     the foreground of a process this object owns."""
 
-    def __init__(self, meta: str, mountpoint: Path, workdir: Path, machine: Machine | None) -> None:
+    def __init__(
+        self, meta: str, mountpoint: Path, workdir: Path, machine: Machine | None, kernel_cache: bool = False
+    ) -> None:
         self.mountpoint = mountpoint
         self.machine = machine
         prefix = machine.prefix if machine else ()
         workdir.mkdir(parents=True)
         self._log = (workdir / "mount.log").open("wb")
         self.proc = subprocess.Popen(
-            [*prefix, str(JUICEFS), "mount", meta, str(mountpoint), *MOUNT_OPTIONS,
+            [*prefix, str(JUICEFS), "mount", meta, str(mountpoint),
+             *(CLIENT_OPTIONS if kernel_cache else MOUNT_OPTIONS),
              "--cache-dir", str(workdir / "cache")],
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -244,9 +248,12 @@ class Volume:
 
 
 @contextlib.contextmanager
-def shared_volume(workdir: Path, machines: int, meta: str = "sqlite") -> Iterator[Volume]:
+def shared_volume(
+    workdir: Path, machines: int, meta: str = "sqlite", kernel_cache: bool = False
+) -> Iterator[Volume]:
     """An S3 server, a JuiceFS volume on it with its metadata in `meta` (METADATA), and `machines` machines
-    plus this process each mounting it at the same path."""
+    plus this process each mounting it at the same path. `kernel_cache`: this process's client keeps
+    JuiceFS's default one-second metadata caches in the kernel (a reader's mount), the machines' none."""
     assert meta in METADATA, meta
     server = S3Server(workdir / "s3.log")
     stack = contextlib.ExitStack()
@@ -274,7 +281,8 @@ def shared_volume(workdir: Path, machines: int, meta: str = "sqlite") -> Iterato
             stack.callback(host.stop)
         for number, host in enumerate([*volume.machines, None]):
             name = f"client-{number}" if host else "client-here"
-            volume.clients.append(Client(meta_url, volume.mountpoint, workdir / name, host))
+            cached = kernel_cache and host is None
+            volume.clients.append(Client(meta_url, volume.mountpoint, workdir / name, host, cached))
             stack.callback(volume.clients[-1].stop)
         yield volume
     finally:
@@ -288,6 +296,10 @@ def main() -> int:
     parser.add_argument(
         "--meta", choices=METADATA, default="sqlite", help="where the volume's metadata is kept"
     )
+    parser.add_argument(
+        "--kernel-cache", action="store_true",
+        help="mount with JuiceFS's default one-second metadata caches (a reader's mount; not for writers)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --; {mnt}: the mount")
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -295,7 +307,8 @@ def main() -> int:
         parser.error("no command")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unmount and stop the S3 server on the way out
     with tempfile.TemporaryDirectory(prefix="turnlens-objectstore-") as workdir:
-        with shared_volume(Path(workdir), machines=0, meta=args.meta) as volume:
+        volume_at = shared_volume(Path(workdir), machines=0, meta=args.meta, kernel_cache=args.kernel_cache)
+        with volume_at as volume:
             started = time.monotonic()
             code = subprocess.call([part.replace("{mnt}", str(volume.mountpoint)) for part in command])
             seconds = time.monotonic() - started
