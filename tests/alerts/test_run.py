@@ -309,6 +309,7 @@ def test_every_keeps_evaluating_until_interrupted(store: Path, tmp_path: Path) -
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a SIGABRT prints where every thread was
     )
     lines: list[str] = []  # stderr as it comes: one summary line per finished evaluation
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
@@ -319,10 +320,14 @@ def test_every_keeps_evaluating_until_interrupted(store: Path, tmp_path: Path) -
             time.sleep(0.2)
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # seen once in a full suite run, never alone: say where it hung
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(timeout=30)
         reader.join(10)
     err = "".join(lines)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 0, f"exit {proc.returncode} after SIGINT:\n{err}"
     assert err.count("turnlens alerts 20") >= 2  # one summary line per evaluation
 
 
