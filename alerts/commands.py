@@ -6,7 +6,9 @@ import argparse
 import contextlib
 import functools
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -99,7 +101,35 @@ def _newest(store: Path) -> Callable[[], datetime | None]:
     return newest
 
 
-def _schedule(args: argparse.Namespace, every: timedelta | None) -> Iterator[datetime]:
+class _Interrupt:
+    """Ctrl-C (SIGINT) for a run: the handler notes it before raising KeyboardInterrupt. DuckDB looks for a
+    pending signal while a query runs: it then either interrupts the query (a RuntimeError, "Query
+    interrupted") or, when the query ends first, returns its rows and the KeyboardInterrupt is lost. An
+    `--every` run went on evaluating after a Ctrl-C that way; the note survives either, and the loop stops
+    on it."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # only the main thread may install a handler; Python's default then applies
+            return
+        previous = signal.signal(signal.SIGINT, self)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _schedule(
+    args: argparse.Namespace, every: timedelta | None, interrupt: _Interrupt | None = None
+) -> Iterator[datetime]:
     """Evaluation times: one (`--at` or now); `--at … --until … --every` steps a replay without
     waiting; `--every` alone follows the wall clock, sleeping between runs."""
     if args.at:
@@ -111,7 +141,7 @@ def _schedule(args: argparse.Namespace, every: timedelta | None) -> Iterator[dat
             yield at
             at += step
         return
-    while True:
+    while not (interrupt and interrupt.seen):
         started = time.monotonic()
         yield datetime.now(UTC)
         if every is None:
@@ -140,11 +170,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return alerting.EXIT_ERROR
     resend = 4 * max(every or timedelta(minutes=1), timedelta(minutes=1))
     code = alerting.EXIT_OK
+    interrupt = _Interrupt()
     try:
-        with alerting.locked_state(args.store, args.state) as state_path:
+        with interrupt.installed(), alerting.locked_state(args.store, args.state) as state_path:
             state = alerting.AlertState.load(state_path)
             state.as_of = args.at or asof.NOW
-            for at in _schedule(args, every):
+            for at in _schedule(args, every, interrupt):
                 if args.until:  # a replay: each step is as of its own time
                     state.as_of = alerting.iso(at)
                 code = _evaluate(
@@ -161,6 +192,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     except (RuntimeError, asof.AsOfError, duckdb.Error) as exc:
+        if interrupt.seen:  # the Ctrl-C interrupted a query
+            return code
         print(f"turnlens alerts: {exc}", file=sys.stderr)
         return alerting.EXIT_ERROR
     return code

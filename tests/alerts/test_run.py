@@ -331,6 +331,61 @@ def test_every_keeps_evaluating_until_interrupted(store: Path, tmp_path: Path) -
     assert err.count("turnlens alerts 20") >= 2  # one summary line per evaluation
 
 
+SLOW = """\
+-- A rule whose query takes seconds, so that a Ctrl-C lands while it runs.
+-- name: Slow
+-- severity: critical
+-- labels: priority=P1
+-- for: 0m
+-- summary: Never fires
+-- description: Counts for a while, returns nothing.
+-- runbook: Nothing to do; this rule exists for the tests.
+select 'slow' as what, count(*) as value from range(600000000) t(x) where x % 7 = 3 having count(*) < 0
+"""
+
+
+def test_a_ctrl_c_during_a_rules_query_stops_the_run_quietly(store: Path, tmp_path: Path) -> None:
+    """DuckDB interrupts the query a SIGINT lands in (a RuntimeError), or drops the KeyboardInterrupt when the
+    query ends first: either way the run stops, with exit 0 and no error."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    rules = rules_dir(tmp_path)
+    (rules / "slow.sql").write_text(SLOW)
+    (rules / "_order").write_text("recent_cancel.sql\nslow.sql\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "turnlens.cli", "alerts", "run", "--store", str(store), "--rules", str(rules),
+         "--every", "1s"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any("turnlens alerts 20" in line for line in lines):
+            assert proc.poll() is None, "".join(lines)
+            time.sleep(0.1)
+        time.sleep(0.5)  # the next evaluation started at once (the last took over the interval): in its query
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(timeout=30)
+        reader.join(10)
+    err = "".join(lines)
+    assert proc.returncode == 0, f"exit {proc.returncode} after SIGINT:\n{err}"
+    assert "interrupted" not in err.lower(), err
+
+
 def test_a_rule_returning_one_label_set_twice_is_an_error(turnlens, store: Path, tmp_path: Path) -> None:
     rules = rules_dir(tmp_path)
     sql = (rules / "recent_cancel.sql").read_text()
