@@ -741,33 +741,30 @@ def _retire(
 
 
 def _indexed(run: _Run, previous: Manifest) -> set[str]:
-    """The segments the previous version's index covers."""
+    """The segments the previous version's index covers, as this store names them (follow_index)."""
     files = sql_list(previous.chunk_files("segments"))
-    return {run.here(file) for file, _ in run.step("indexed_segments", {"files": files}).fetchall()}
+    indexed = [file for file, _ in run.step("indexed_segments", {"files": files}).fetchall()]
+    follow_index(run, next((file for file in indexed if file), None))
+    return {run.here(file) for file in indexed}
 
 
-def follow_index(run: _Run, previous: Manifest) -> None:
-    """Notes in `run` the segments folder the previous index names its files in when it is not this store's,
-    and defines `turnlens_here(file)` on its connection: an indexed path as this store names it.
+def follow_index(run: _Run, indexed: str | None) -> None:
+    """Notes in `run` the segments folder the previous index names its files in (`indexed`: one of them) when
+    it is not this store's, and defines `turnlens_here(file)` on its connection: an indexed path as this
+    store names it.
 
     The index names each segment by absolute path. In a store copied or moved (a restored backup, another
     disk, another mount point) none of those paths is the store's own: taken as they are, every indexed
     segment would look gone and every present one new, and the refresh would recompute every turn of the
     store at once. Read through `run.here` instead, they name the same segments under this store's folder,
     and the run writes the index again (merged into one chunk) with this store's paths."""
-    files = sql_list(previous.chunk_files("segments"))
-    row = None
-    if files != "[]":
-        row = run.con.execute(
-            f"select file from read_parquet({files}, hive_partitioning = false)"
-            " where file is not null limit 1"
-        ).fetchone()
     here = str(Path(run.segments_glob).parent.parent)
-    indexed_in = str(Path(row[0]).parent.parent) if row else here
+    indexed_in = str(Path(indexed).parent.parent) if indexed else here
     if indexed_in == here:
         run.con.execute("create or replace temp macro turnlens_here(file) as file")
         return
     run.indexed_in = indexed_in
+    # a macro's body takes no bound parameters: the two folders are quoted literals
     run.con.execute(
         "create or replace temp macro turnlens_here(file) as case when starts_with(file, "
         f"{catalog.sql_string(indexed_in + '/')}) then {catalog.sql_string(here)}"
@@ -830,8 +827,7 @@ def _refresh(
     the deltas into their partitions when they pile up. Of more than `copies_max` new copies it takes the
     oldest (_backlog_cut) and leaves the rest to the next run."""
     present = run.present_segments()
-    follow_index(run, previous)
-    indexed_before = _indexed(run, previous)
+    indexed_before = _indexed(run, previous)  # notes a copied or moved store's index (follow_index)
     chunks, newest_copy, chunk_lists = _update_index(run, previous, present)
     merged = {str(path) for path in compaction.merged_outputs(run.store_dir / segments.SEGMENTS_DIR)}
     new_segments = sorted(set(present) - indexed_before - merged - {run.placeholder})

@@ -283,51 +283,48 @@ def test_two_runners_never_interleave(store: Path) -> None:
         pass
 
 
-def test_every_keeps_evaluating_until_interrupted(store: Path, tmp_path: Path) -> None:
-    """A real `alerts run --every 1s` process evaluates repeatedly and stops cleanly on SIGINT."""
+def interrupted_run(store: Path, rules: Path, evaluations: int, then_s: float = 0.0) -> tuple[int, str]:
+    """Runs a real `alerts run --every 1s`, sends it SIGINT `then_s` after its `evaluations`-th summary line,
+    and returns its exit code and stderr. Past 30 s without exiting it is aborted with faulthandler on, so
+    its stderr says where every thread was."""
     import signal
     import subprocess
     import sys
     import threading
     import time
 
-    rules = rules_dir(tmp_path)
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "turnlens.cli",
-            "alerts",
-            "run",
-            "--store",
-            str(store),
-            "--rules",
-            str(rules),
-            "--every",
-            "1s",
-        ],
-        stdout=subprocess.PIPE,
+        [sys.executable, "-m", "turnlens.cli", "alerts", "run", "--store", str(store), "--rules", str(rules),
+         "--every", "1s"],
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a SIGABRT prints where every thread was
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     lines: list[str] = []  # stderr as it comes: one summary line per finished evaluation
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
     reader.start()
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and sum("turnlens alerts 20" in line for line in lines) < 2:
-            time.sleep(0.2)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and "".join(lines).count("turnlens alerts 20") < evaluations:
+            assert proc.poll() is None, "".join(lines)
+            time.sleep(0.1)
+        time.sleep(then_s)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # seen once in a full suite run, never alone: say where it hung
+        except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGABRT)
             proc.wait(timeout=30)
         reader.join(10)
-    err = "".join(lines)
-    assert proc.returncode == 0, f"exit {proc.returncode} after SIGINT:\n{err}"
+    return proc.returncode, "".join(lines)
+
+
+def test_every_keeps_evaluating_until_interrupted(store: Path, tmp_path: Path) -> None:
+    """A real `alerts run --every 1s` process evaluates repeatedly and stops cleanly on SIGINT."""
+    code, err = interrupted_run(store, rules_dir(tmp_path), evaluations=2)
+    assert code == 0, f"exit {code} after SIGINT:\n{err}"
     assert err.count("turnlens alerts 20") >= 2  # one summary line per evaluation
 
 
@@ -347,42 +344,12 @@ select 'slow' as what, count(*) as value from range(600000000) t(x) where x % 7 
 def test_a_ctrl_c_during_a_rules_query_stops_the_run_quietly(store: Path, tmp_path: Path) -> None:
     """DuckDB interrupts the query a SIGINT lands in (a RuntimeError), or drops the KeyboardInterrupt when the
     query ends first: either way the run stops, with exit 0 and no error."""
-    import signal
-    import subprocess
-    import sys
-    import threading
-    import time
-
     rules = rules_dir(tmp_path)
     (rules / "slow.sql").write_text(SLOW)
     (rules / "_order").write_text("recent_cancel.sql\nslow.sql\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "turnlens.cli", "alerts", "run", "--store", str(store), "--rules", str(rules),
-         "--every", "1s"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
-    reader.start()
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any("turnlens alerts 20" in line for line in lines):
-            assert proc.poll() is None, "".join(lines)
-            time.sleep(0.1)
-        time.sleep(0.5)  # the next evaluation started at once (the last took over the interval): in its query
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGABRT)
-            proc.wait(timeout=30)
-        reader.join(10)
-    err = "".join(lines)
-    assert proc.returncode == 0, f"exit {proc.returncode} after SIGINT:\n{err}"
+    # the next evaluation starts at once (the last took over the interval): 0.5 s in, it is in the query
+    code, err = interrupted_run(store, rules, evaluations=1, then_s=0.5)
+    assert code == 0, f"exit {code} after SIGINT:\n{err}"
     assert "interrupted" not in err.lower(), err
 
 
