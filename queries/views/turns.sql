@@ -25,10 +25,14 @@
 -- turns_of(rows, ledger, found, acks): the same rows from relations with the columns of turn_events, side_effects,
 -- divergences and cancel_acks, each named by string (those views for the view; a named query passes one turn's).
 create or replace macro turns_of(rows, ledger, found, acks) as table
-with per_turn as (
+with per_trace as (  -- first per trace, layer and node: the distinct traces, layers and nodes below then come
+    -- from a few rows per turn, not every row
     select
         session_id,
         turn_id,
+        trace_id,
+        layer,
+        node,
         min(wall_ns) as started_ns,
         max(wall_ns) as ended_ns,
         min(order_hlc) as started_hlc,
@@ -41,11 +45,29 @@ with per_turn as (
         max(stream_tokens) filter (where step = 'stream.progress') as tokens_streamed,
         bool_or(hlc is not null) as has_hlc,
         count(*) filter (where source = 'span_start') as spans,
-        count(*) filter (where source = 'span_start') - count(*) filter (where source = 'span_end') as open_spans,
+        count(*) filter (where source = 'span_end') as ended_spans
+    from query_table(rows)
+    group by session_id, turn_id, trace_id, layer, node
+),
+
+per_turn as (
+    select
+        session_id,
+        turn_id,
+        min(started_ns) as started_ns,
+        max(ended_ns) as ended_ns,
+        min(started_hlc) as started_hlc,
+        max(ended_hlc) as ended_hlc,
+        bool_or(cancelled) as cancelled,
+        bool_or(failed) as failed,
+        max(tokens_streamed) as tokens_streamed,
+        bool_or(has_hlc) as has_hlc,
+        sum(spans)::bigint as spans,
+        (sum(spans) - sum(ended_spans))::bigint as open_spans,
         count(distinct trace_id) as traces,
         list_sort(list_distinct(list(layer))) as layers,
         list_sort(list_distinct(list(node))) as nodes
-    from query_table(rows)
+    from per_trace
     group by session_id, turn_id
 ),
 
