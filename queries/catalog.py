@@ -202,7 +202,16 @@ def apply_views(con: duckdb.DuckDBPyConnection, segments_glob: str, views: list[
 def comment_view(con: duckdb.DuckDBPyConnection, view: SqlView) -> None:
     """Attaches a view's grain and column meanings as COMMENT ON (again when a snapshot view replaces it)."""
     con.execute(f"comment on view {view.name} is {sql_string(view.grain)}")
-    actual = {row[0] for row in con.execute(f"describe {view.name}").fetchall()}
+    # the columns the view's catalogue entry lists: `describe` bound the view's query again (40 ms a view,
+    # 1.1 s of every catalogue's 1.2 s of comments)
+    actual = {
+        column
+        for (column,) in con.execute(
+            "select column_name from duckdb_columns() where database_name = current_database()"
+            " and schema_name = current_schema() and table_name = ?",
+            [view.name],
+        ).fetchall()
+    }
     for column, doc in view.columns.items():
         if column in actual:
             con.execute(f"comment on column {view.name}.{column} is {sql_string(doc)}")
