@@ -119,16 +119,15 @@ class StagedStore:
 
 
 # each derived view as the catalogue defines it without derived state: computed from every stored copy now
-# (live_events: the turn_events view held once, which each macro would otherwise derive again)
 LIVE = {
-    "side_effects": "side_effects_of('live_events')",
-    "cancel_acks": "cancel_acks_of('live_events')",
-    "layer_verdicts": "layer_verdicts_of('live_events')",
-    "divergences": "divergences_of('live_events')",
-    "turn_usage": "turn_usage_of('live_events', 'live_cancel_acks')",
-    "turns": "turns_of('live_events', 'live_side_effects', 'live_divergences', 'live_cancel_acks')",
-    "turn_node_skew": "turn_node_skew_of('live_events')",
-    "tool_claims": "tool_claims_of('live_events')",
+    "side_effects": "side_effects_of('turn_events')",
+    "cancel_acks": "cancel_acks_of('turn_events')",
+    "layer_verdicts": "layer_verdicts_of('turn_events')",
+    "divergences": "divergences_of('turn_events')",
+    "turn_usage": "turn_usage_of('turn_events', 'live_cancel_acks')",
+    "turns": "turns_of('turn_events', 'side_effects', 'divergences', 'live_cancel_acks')",
+    "turn_node_skew": "turn_node_skew_of('turn_events')",
+    "tool_claims": "tool_claims_of('turn_events')",
 }
 # the store-wide views a store with derived state adds up from per-partition rollups and the partitions deltas
 # touch: they must equal the same views over every turn's rows computed live
@@ -141,6 +140,12 @@ ROLLED_UP = (
     "turn_minutes",
     "finding_minutes",
 )
+# the live views the others read, held once each under its own name (a temporary table shadows the view of the
+# same name for every view and macro that reads it; each of these views is `select * from` its LIVE macro):
+# derived again by each reader, they cost seconds of planning on a small store (tool_audit reads tool_observed
+# twice, which reads the ledger, the claims and the findings, each deriving turn_events again: 6-7 s of a
+# test's 25). cancel_acks is held under another name: its view reads the spans on a path of its own
+HELD = ("turn_events", "side_effects", "divergences")
 
 
 def plain_rows(store: Path) -> dict[str, list[tuple]]:
@@ -148,9 +153,10 @@ def plain_rows(store: Path) -> dict[str, list[tuple]]:
     con = duckdb.connect()
     catalog.apply_tables(con, store)
     catalog.apply_views(con, segments_glob(store), catalog.load_views())
-    con.execute("create temp table live_events as select * from turn_events")
-    for view in ("side_effects", "cancel_acks", "divergences"):
-        con.execute(f"create temp table live_{view} as select * from {LIVE[view]}")
+    for view in HELD:
+        source = LIVE.get(view, f"main.{view}")
+        con.execute(f"create temp table {view} as select * from {source}")
+    con.execute(f"create temp table live_cancel_acks as select * from {LIVE['cancel_acks']}")
     rows = {
         view: con.execute(f"select * from {source} order by all").fetchall()
         for view, source in [*LIVE.items(), *zip(ROLLED_UP, ROLLED_UP, strict=True)]
