@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import pytest
 import storebuilder
+from stagedstore import StagedStore
 from storebuilder import write_store
 from turnlens.kernel import contract as c
 from turnlens.queries import catalog
@@ -112,6 +113,24 @@ def builders() -> SimpleNamespace:
     return SimpleNamespace(
         span=span, event=event, turn=contract_turn, hlc=hlc, ns=ns, write_store=write_store
     )
+
+
+@pytest.fixture
+def staged(tmp_path: Path, builders: SimpleNamespace) -> StagedStore:
+    """An empty store fed in stages (tests/support/stagedstore.py): the partitioned derived state's tests."""
+    return StagedStore(tmp_path / "store", builders)
+
+
+@pytest.fixture(name="contract_turn")
+def contract_turn_fixture() -> Any:
+    """contract_turn for the tests that take their builders as fixtures (beside `staged`)."""
+    return contract_turn
+
+
+@pytest.fixture(name="span")
+def span_fixture() -> Any:
+    """span for the tests that take their builders as fixtures (beside `staged`)."""
+    return span
 
 
 @pytest.fixture

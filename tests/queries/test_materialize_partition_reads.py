@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import duckdb
@@ -22,21 +21,6 @@ from turnlens.queries import catalog, identity_index, materialize, turn_queries
 from turnlens.queries import manifest as derived_manifest
 
 pytestmark = pytest.mark.slow  # each test runs several materialiser passes (~10 s on a quiet machine)
-
-
-@pytest.fixture
-def staged(tmp_path: Path, builders: SimpleNamespace) -> StagedStore:
-    return StagedStore(tmp_path / "store", builders)
-
-
-@pytest.fixture
-def contract_turn(builders: SimpleNamespace) -> Any:
-    return builders.turn
-
-
-@pytest.fixture
-def span(builders: SimpleNamespace) -> Any:
-    return builders.span
 
 
 def test_a_refresh_reads_the_identity_of_only_the_partitions_its_turns_reach(

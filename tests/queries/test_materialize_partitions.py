@@ -24,21 +24,6 @@ from turnlens.queries import catalog
 pytestmark = pytest.mark.slow  # each test runs several materialiser passes (~10 s on a quiet machine)
 
 
-@pytest.fixture
-def staged(tmp_path: Path, builders: SimpleNamespace) -> StagedStore:
-    return StagedStore(tmp_path / "store", builders)
-
-
-@pytest.fixture
-def contract_turn(builders: SimpleNamespace) -> Any:
-    return builders.turn
-
-
-@pytest.fixture
-def span(builders: SimpleNamespace) -> Any:
-    return builders.span
-
-
 def test_late_spans_and_retried_exports_refresh_only_their_partition(
     staged: StagedStore, contract_turn: Any
 ) -> None:
