@@ -95,13 +95,9 @@ LIVE_VIEWS = ("turns", "cancel_acks", "divergences", "side_effects", "turn_event
 def _live_views(store: Path, views: list[str], repeat: int) -> dict[str, float]:
     """Median seconds to read every row of each view as computed live from the segments, in a catalogue of
     the store's views without its snapshot (what the pages read before the first snapshot is built)."""
-    import duckdb
-    from turnlens.kernel.layout import segments_glob
     from turnlens.queries import catalog
 
-    con = duckdb.connect()
-    catalog.apply_tables(con, store)
-    catalog.apply_views(con, segments_glob(store), catalog.load_views())
+    con = catalog.live_connection(store)
     timings = {}
     for view in views:
         runs = []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,6 +14,7 @@ import pytest
 from turnlens.kernel import contract as c
 from turnlens.queries import catalog, registry, settings
 
+REGISTRY = Path(__file__).resolve().parents[2] / "sample_data" / "tool_registry.toml"
 PUBLIC_VIEWS = (
     "turns turn_timeline layer_verdicts side_effects divergences findings cancel_acks slo_cancel_to_ack "
     "node_skew budget_breaches partial_store_rate turn_usage tool_registry tool_audit"
@@ -145,6 +148,73 @@ def test_the_catalog_is_replaced_while_a_reader_holds_the_old_one(
     assert con.execute("select count(*) from turns").fetchone() == before
     with catalog.connect(store.parent) as fresh:
         assert fresh.execute("select count(*) from turns").fetchone() == before
+
+
+def _catalogue_entries(store: Path) -> dict[str, list[tuple]]:
+    """What a store's catalogue holds: views and macros (their SQL), columns with types and comments, tables
+    and their rows. DuckDB prints a view's EXCLUDE list in no fixed order once the file is read back:
+    sorted."""
+
+    def excludes_sorted(sql: str | None) -> str | None:
+        if sql is None:
+            return None
+        return re.sub(
+            r"EXCLUDE \(([^()]*)\)", lambda m: f"EXCLUDE ({', '.join(sorted(m[1].split(', ')))})", sql
+        )
+
+    with duckdb.connect(str(store / catalog.CATALOG_FILE), read_only=True) as con:
+        entries = {
+            "views": [
+                (name, excludes_sorted(sql), comment)
+                for name, sql, comment in con.execute(
+                    "select view_name, sql, comment from duckdb_views() where not internal order by 1"
+                ).fetchall()
+            ],
+            "macros": sorted(
+                (name, kind, excludes_sorted(definition), repr(parameters))
+                for name, kind, definition, parameters in con.execute(
+                    "select function_name, function_type, macro_definition, parameters"
+                    " from duckdb_functions() where not internal"
+                ).fetchall()
+            ),
+            "columns": con.execute(
+                "select table_name, column_index, column_name, data_type, comment from duckdb_columns()"
+                " where not internal order by 1, 2"
+            ).fetchall(),
+        }
+        for (table,) in con.execute("select table_name from duckdb_tables() order by 1").fetchall():
+            entries[table] = sorted(map(repr, con.execute(f"select * from {table}").fetchall()))
+    return entries
+
+
+def test_a_processs_later_catalogues_equal_those_a_new_process_writes(
+    kit: SimpleNamespace, tmp_path: Path
+) -> None:
+    """A process binds the views of its first catalogue and starts each later one from a copy of them; that
+    copy must read its own store's files, settings and registry, and hold what a process writing it alone
+    would write."""
+    first = kit.store(kit.turn(cancel_at=1000, dispatch_at=None, acked=()))
+    assert first.execute("select kind from divergences").fetchall() == [("cancel_not_propagated",)]
+    second = kit.store(
+        kit.turn(), settings_toml="slo_cancel_to_ack_ms = 50\n", registry_toml=REGISTRY.read_text()
+    )
+    assert second.execute("select kind from divergences").fetchall() == []
+    assert second.execute("select slo_cancel_to_ack_ms from settings").fetchone() == (50,)
+    folder = tmp_path / "store1"
+    written_here = _catalogue_entries(folder)
+    assert written_here["turnlens_store"] != _catalogue_entries(tmp_path / "store0")["turnlens_store"]
+
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "turnlens.cli", "views", "--store", str(folder), "--rebuild"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    alone = _catalogue_entries(folder)
+    assert alone.keys() == written_here.keys()
+    for entry, rows in alone.items():
+        assert written_here[entry] == rows, entry
 
 
 def test_a_copied_store_reads_its_own_files_once_the_original_is_gone(

@@ -40,14 +40,6 @@ PLAIN = {
 }
 
 
-def plain_connection(store: Path) -> duckdb.DuckDBPyConnection:
-    """A catalogue of our own over the store's segments, with no snapshot: every view computed from spans."""
-    con = duckdb.connect()
-    catalog.apply_tables(con, store)
-    catalog.apply_views(con, segments_glob(store), catalog.load_views())
-    return con
-
-
 def one_turn_rows(con: duckdb.DuckDBPyConnection, turns: list[tuple[str, str]]) -> list[list[tuple]]:
     """What the Turn detail page reads of each turn: its timeline and its findings (named queries)."""
     return [
@@ -66,7 +58,7 @@ def turns_with_findings(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]
 
 def plain_rows(store: Path) -> dict[str, list[tuple]]:
     """Every row of the six views computed from the spans, in a catalogue of our own with no snapshot."""
-    con = plain_connection(store)
+    con = catalog.live_connection(store)
     for view in ("side_effects", "cancel_acks", "divergences"):
         con.execute(f"create temp table plain_{view} as select * from {PLAIN[view]}")
     rows = {
@@ -125,7 +117,7 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     assert watermark == first["watermark_unix_nano"]
 
     # one turn's queries stay live: found from the snapshot's side tables plus the copies received since
-    plain = plain_connection(store)
+    plain = catalog.live_connection(store)
     turns = turns_with_findings(plain)
     with catalog.connect(store) as con:
         assert one_turn_rows(con, turns) == one_turn_rows(plain, turns)
@@ -505,7 +497,7 @@ def test_one_turns_queries_read_the_copies_past_the_watermark_and_no_segment_wit
     placeholder = str(store / segments.SEGMENTS_DIR / segments.PLACEHOLDER)
     assert not (old - {placeholder}) & set(listed), "segments holding no copy past the watermark are not read"
 
-    plain = plain_connection(store)
+    plain = catalog.live_connection(store)
     turns = turns_with_findings(plain)
     with catalog.connect(store) as con:
         assert one_turn_rows(con, turns) == one_turn_rows(plain, turns)

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 from derivedstate import copy_store, derived_tables, hourly_fleet, kill_half_way, leftovers
 from pyspark.sql import SparkSession
@@ -72,9 +71,7 @@ def catalogue_rows(store: Path) -> dict[str, list[tuple]]:
 
 def computed_rows(store: Path) -> dict[str, list[tuple]]:
     """The same views computed from the spans now, in a catalogue of our own with no derived state."""
-    con = duckdb.connect()
-    catalog.apply_tables(con, store)
-    catalog.apply_views(con, segments_glob(store), catalog.load_views())
+    con = catalog.live_connection(store)
     for view in ("side_effects", "cancel_acks", "divergences"):
         con.execute(f"create temp table live_{view} as select * from {view}_of('turn_events')")
     sources = {view: f"{view}_of('turn_events')" for view in derived_manifest.VIEWS} | {

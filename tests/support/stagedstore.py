@@ -14,7 +14,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 from turnlens.kernel import contract as c
@@ -150,9 +149,7 @@ HELD = ("turn_events", "side_effects", "divergences")
 
 def plain_rows(store: Path) -> dict[str, list[tuple]]:
     """Every row of the derived views computed live, in a catalogue of our own over the store's segments."""
-    con = duckdb.connect()
-    catalog.apply_tables(con, store)
-    catalog.apply_views(con, segments_glob(store), catalog.load_views())
+    con = catalog.live_connection(store)
     for view in HELD:
         source = LIVE.get(view, f"main.{view}")
         con.execute(f"create temp table {view} as select * from {source}")
