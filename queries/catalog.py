@@ -301,26 +301,25 @@ def _write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path) -> Pa
     views = load_views(queries_dir)
     base = [view for view in views if view.path.parent.name == "base"]
     key = _views_key(views, queries_dir)
-    template = _VIEWS_TEMPLATES.get(key)
-    if template is not None:
-        tmp.write_bytes(template)
+    manifest = derived_manifest.current_snapshot(store_dir)
+    bound = _start_from_bound_views(tmp, target, key, [view.name for view in views], manifest is not None)
     con = duckdb.connect(str(tmp), config={"storage_compatibility_version": CATALOG_STORAGE_VERSION})
     con.execute("set parquet_metadata_cache = true")  # binding each view reads the segments' footers
     try:
         con.execute("begin")  # one transaction: each COMMENT ON alone would be a commit of its own
         apply_tables(con, store_dir, queries_dir)
-        record_store(con, store_dir)
-        # the base views name this store's files: bound here each time. The views built on them read only the
-        # base views' columns, the same for every store (the segment schema's, or the file is quarantined):
-        # bound once per process and SQL (~1.4 s), then copied with the file
+        record_store(con, store_dir, key)
+        # the base views name this store's files: bound here each time (binding them is also what finds a
+        # segment to quarantine). The views built on them read only the base views' columns, the same for
+        # every store (the segment schema's): bound once (~1.4 s), then copied with the file
         apply_views(con, segments_glob, base)
-        if template is None:
+        if not bound:
             apply_views(con, segments_glob, views[len(base) :])
             con.execute("commit")
             con.execute("checkpoint")
             _VIEWS_TEMPLATES[key] = tmp.read_bytes()
             con.execute("begin")
-        apply_snapshot(con, store_dir, segments_glob, views)
+        apply_snapshot(con, segments_glob, views, manifest)
         con.execute("commit")
         con.execute("checkpoint")
     except BaseException:
@@ -335,9 +334,35 @@ def _write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path) -> Pa
 
 
 # A catalogue file with every view bound and no derived state, by the SQL it was written from (_views_key):
-# what the next catalogue this process writes starts from, replacing the tables, the base views and the
-# derived state (a test session writes hundreds of catalogues; a collector, one when it starts).
+# what the next catalogue this process writes starts from (a test session writes hundreds of catalogues).
 _VIEWS_TEMPLATES: dict[str, bytes] = {}
+
+
+def _start_from_bound_views(tmp: Path, target: Path, key: str, names: list[str], with_snapshot: bool) -> bool:
+    """Starts the catalogue at `tmp` from views already bound from the same SQL (`key`), if there are: this
+    process's first catalogue of it, else the store's catalogue in place (a collector starting, an ingest,
+    the first derived state) when it recorded the same key, holds every view `names` lists, and its derived
+    views are the live ones or will be replaced by derived state again. False when there are none: `tmp` is
+    absent."""
+    template = _VIEWS_TEMPLATES.get(key)
+    if template is not None:
+        tmp.write_bytes(template)
+        return True
+    usable = False
+    try:
+        shutil.copyfile(target, tmp)  # replaced by rename, never changed in place: a whole file
+        with duckdb.connect(str(tmp), read_only=True) as con:
+            present = {name for (name,) in con.execute("select view_name from duckdb_views()").fetchall()}
+            usable = (
+                _store_row(con).get("views_sha256") == key
+                and present.issuperset(names)
+                and (with_snapshot or not _reads_derived_state(con))
+            )
+    except (OSError, duckdb.Error):  # none in place, or one that cannot be opened: every view is bound
+        usable = False
+    if not usable:
+        tmp.unlink(missing_ok=True)
+    return usable
 
 
 def _views_key(views: list[SqlView], queries_dir: Path) -> str:
@@ -435,11 +460,13 @@ def remove_stale_tmp(store_dir: Path) -> int:
 
 
 def apply_snapshot(
-    con: duckdb.DuckDBPyConnection, store_dir: Path, segments_glob: str, views: list[SqlView]
+    con: duckdb.DuckDBPyConnection,
+    segments_glob: str,
+    views: list[SqlView],
+    manifest: derived_manifest.Manifest | None,
 ) -> None:
-    """Replaces the derived views by reads of the store's derived partitions, when it has usable ones; says in
-    turnlens_snapshot what they cover (or that nothing is built yet)."""
-    manifest = derived_manifest.current_snapshot(store_dir)
+    """Replaces the derived views by reads of the store's derived partitions (`manifest`, its current usable
+    ones, if any); says in turnlens_snapshot what they cover (or that nothing is built yet)."""
     if manifest is None:
         derived_manifest.apply_no_state(con)
     else:
@@ -482,22 +509,25 @@ def store_record(store_dir: Path) -> tuple[str, str, str]:
     return str(store_dir.resolve()), sql_fingerprint(), tables_fingerprint(store_dir)
 
 
-def record_store(con: duckdb.DuckDBPyConnection, store_dir: Path) -> None:
+def record_store(con: duckdb.DuckDBPyConnection, store_dir: Path, views_key: str) -> None:
     """Writes into the catalog the folder it was written for and the digest of the SQL it was written from:
     its views name that folder's files by absolute path, so a copied or moved store is told by a recorded
     folder that is not its own, and an upgrade by a digest that is not this turnlens's (`written_for`). The
-    digest of its settings and registry tells a materialiser whether a copy of it may be reused."""
+    digest of its settings and registry tells a materialiser whether a copy of it may be reused; `views_key`
+    (_views_key), whether the next catalogue may start from its bound views."""
     folder, sql, tables = store_record(store_dir)
     con.execute(
         f"create or replace table {STORE_TABLE} as"
-        " select $dir::varchar as store_dir, $sql::varchar as sql_sha256, $tables::varchar as tables_sha256",
-        {"dir": folder, "sql": sql, "tables": tables},
+        " select $dir::varchar as store_dir, $sql::varchar as sql_sha256, $tables::varchar as tables_sha256,"
+        " $views::varchar as views_sha256",
+        {"dir": folder, "sql": sql, "tables": tables, "views": views_key},
     )
     con.execute(
         f"comment on table {STORE_TABLE} is "
         + sql_string(
             "the store folder this catalog was written for (its views read that folder's files), the"
-            " digest of the SQL it was written from and that of the settings and tool registry it holds"
+            " digest of the SQL it was written from, that of the settings and tool registry it holds, and"
+            " that of what its views were bound from (SQL, DuckDB version, segment columns)"
         )
     )
 

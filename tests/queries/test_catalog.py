@@ -187,12 +187,23 @@ def _catalogue_entries(store: Path) -> dict[str, list[tuple]]:
     return entries
 
 
-def test_a_processs_later_catalogues_equal_those_a_new_process_writes(
+def _rebuilt_in_a_new_process(store: Path) -> dict[str, list[tuple]]:
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "turnlens.cli", "views", "--store", str(store), "--rebuild"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    return _catalogue_entries(store)
+
+
+def test_catalogues_started_from_bound_views_equal_one_that_binds_them_all(
     kit: SimpleNamespace, tmp_path: Path
 ) -> None:
-    """A process binds the views of its first catalogue and starts each later one from a copy of them; that
-    copy must read its own store's files, settings and registry, and hold what a process writing it alone
-    would write."""
+    """A process binds the views of its first catalogue and starts each later one from a copy of them, and a
+    new process starts from the store's catalogue in place: either must read its own store's files,
+    settings and registry, and hold what binding every view from nothing writes."""
     first = kit.store(kit.turn(cancel_at=1000, dispatch_at=None, acked=()))
     assert first.execute("select kind from divergences").fetchall() == [("cancel_not_propagated",)]
     second = kit.store(
@@ -204,17 +215,13 @@ def test_a_processs_later_catalogues_equal_those_a_new_process_writes(
     written_here = _catalogue_entries(folder)
     assert written_here["turnlens_store"] != _catalogue_entries(tmp_path / "store0")["turnlens_store"]
 
-    rebuilt = subprocess.run(
-        [sys.executable, "-m", "turnlens.cli", "views", "--store", str(folder), "--rebuild"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert rebuilt.returncode == 0, rebuilt.stderr
-    alone = _catalogue_entries(folder)
-    assert alone.keys() == written_here.keys()
-    for entry, rows in alone.items():
+    from_the_one_in_place = _rebuilt_in_a_new_process(folder)
+    (folder / catalog.CATALOG_FILE).unlink()
+    from_nothing = _rebuilt_in_a_new_process(folder)
+    assert written_here.keys() == from_the_one_in_place.keys() == from_nothing.keys()
+    for entry, rows in from_nothing.items():
         assert written_here[entry] == rows, entry
+        assert from_the_one_in_place[entry] == rows, entry
 
 
 def test_a_copied_store_reads_its_own_files_once_the_original_is_gone(

@@ -22,8 +22,8 @@ import pytest
 from derivedstate import copy_store, derived_tables, hourly_fleet, kill_half_way, leftovers, stop_half_way
 from turnlens.collector import compaction
 from turnlens.kernel.layout import segments_glob
+from turnlens.queries import catalog, materialize
 from turnlens.queries import manifest as derived_manifest
-from turnlens.queries import materialize
 
 TURNLENS = [sys.executable, "-m", "turnlens.cli"]
 BUCKET_SPANS = 120  # a bucket of one or two hour partitions: five or so buckets on the fleet below
@@ -103,9 +103,24 @@ def test_a_build_stopped_by_a_signal_exits_quietly_and_the_next_run_finishes_it(
 
 def test_an_edited_tool_registry_makes_the_next_run_build_again_from_scratch(store: Path) -> None:
     died = kill_half_way(store, ["--bucket-spans", str(BUCKET_SPANS)])
+    with catalog.live_connection(store) as live:
+        [(turns,)] = live.execute("select count(*) from turns").fetchall()
+    with catalog.connect(store) as con:
+        assert con.execute("select count(*) from turns").fetchone() < (turns,), "half the buckets are read"
     # the tool gets a tier: the side effects of the published buckets are no longer what the views compute
     with (store / "tool_registry.toml").open("a") as registry:
         registry.write('\n[tools.turnlens_resume_probe]\ntier = "soft_irreversible"\n')
+    # a catalogue written meanwhile (a collector starting: a new process, the old catalogue in place) reads
+    # the views live, not the buckets computed under the old registry
+    views = subprocess.run(
+        [*TURNLENS, "views", "--store", str(store), "--rebuild"], capture_output=True, text=True, timeout=120
+    )
+    assert views.returncode == 0, views.stderr
+    with catalog.connect(store) as con:
+        assert con.execute("select count(*), min(partitions) from turns, turnlens_snapshot").fetchone() == (
+            turns,
+            0,
+        )
 
     rebuilt = run_again(store)
     assert rebuilt["mode"] == "full" and "resumed_from" not in rebuilt
