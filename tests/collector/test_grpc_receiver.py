@@ -281,14 +281,20 @@ def call() -> None:
     while not done.is_set():
         stub.Export(trace_service_pb2.ExportTraceServiceRequest())
 
-for _ in range(2):
-    threading.Thread(target=call, daemon=True).start()
+callers = [threading.Thread(target=call) for _ in range(2)]
+for caller in callers:
+    caller.start()
 codes = []
 for _ in range(int(sys.argv[1])):
     setup = maintenance.child_setup(os.getpid(), 0)
     codes.append(subprocess.Popen(["true"], preexec_fn=setup, stderr=subprocess.DEVNULL).wait())
+print(sum(code != 0 for code in codes), flush=True)
+# the calls end, then the server: left running, a call arriving while the interpreter shut down could hang
+# its exit (the executor refuses new work then)
 done.set()
-print(sum(code != 0 for code in codes))
+for caller in callers:
+    caller.join()
+server.stop(None).wait()
 """
 
 
