@@ -100,6 +100,11 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def sql_identifier(name: str) -> str:
+    """A quoted SQL identifier: a column name as DuckDB reports it, whatever characters it holds."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def split_statements(sql: str) -> list[str]:
     """The statements of a SQL script, comment lines dropped (a `;` ends a statement at the end of a line)."""
     body = "\n".join(ln for ln in sql.splitlines() if not ln.lstrip().startswith("--"))
