@@ -8,7 +8,6 @@ import functools
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ import duckdb
 from turnlens.alerts import alerting, asof, notify
 from turnlens.alerts.testing import run_test_file
 from turnlens.collector import leases, quarantine
-from turnlens.kernel import durations
+from turnlens.kernel import durations, stops
 from turnlens.queries.catalog import CATALOG_FILE, connect
 
 DASHBOARD_ENV = "TURNLENS_DASHBOARD_URL"
@@ -101,34 +100,8 @@ def _newest(store: Path) -> Callable[[], datetime | None]:
     return newest
 
 
-class _Interrupt:
-    """Ctrl-C (SIGINT) for a run: the handler notes it before raising KeyboardInterrupt. DuckDB looks for a
-    pending signal while a query runs: it then either interrupts the query (a RuntimeError, "Query
-    interrupted") or, when the query ends first, returns its rows and the KeyboardInterrupt is lost. An
-    `--every` run went on evaluating after a Ctrl-C that way; the note survives either, and the loop stops
-    on it."""
-
-    def __init__(self) -> None:
-        self.seen = False
-
-    def __call__(self, signum: int, frame: object) -> None:
-        self.seen = True
-        raise KeyboardInterrupt
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield  # only the main thread may install a handler; Python's default then applies
-            return
-        previous = signal.signal(signal.SIGINT, self)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
-
-
 def _schedule(
-    args: argparse.Namespace, every: timedelta | None, interrupt: _Interrupt | None = None
+    args: argparse.Namespace, every: timedelta | None, interrupt: stops.Stops | None = None
 ) -> Iterator[datetime]:
     """Evaluation times: one (`--at` or now); `--at … --until … --every` steps a replay without
     waiting; `--every` alone follows the wall clock, sleeping between runs."""
@@ -141,7 +114,7 @@ def _schedule(
             yield at
             at += step
         return
-    while not (interrupt and interrupt.seen):
+    while not (interrupt and interrupt.received is not None):
         started = time.monotonic()
         yield datetime.now(UTC)
         if every is None:
@@ -170,7 +143,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return alerting.EXIT_ERROR
     resend = 4 * max(every or timedelta(minutes=1), timedelta(minutes=1))
     code = alerting.EXIT_OK
-    interrupt = _Interrupt()
+    # a Ctrl-C that DuckDB swallowed still ends an --every loop, and one that interrupted a query is no error
+    interrupt = stops.Stops((signal.SIGINT,), lambda _signum: KeyboardInterrupt())
     try:
         with interrupt.installed(), alerting.locked_state(args.store, args.state) as state_path:
             state = alerting.AlertState.load(state_path)
@@ -192,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     except (RuntimeError, asof.AsOfError, duckdb.Error) as exc:
-        if interrupt.seen:  # the Ctrl-C interrupted a query
+        if interrupt.received is not None:  # the Ctrl-C interrupted a query
             return code
         print(f"turnlens alerts: {exc}", file=sys.stderr)
         return alerting.EXIT_ERROR

@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 from turnlens.collector import quarantine, segments
-from turnlens.kernel import layout
+from turnlens.kernel import layout, stops
 from turnlens.queries import catalog, materialize, settings, spark_engine
 
 
@@ -316,30 +316,19 @@ def run_materialize(args: argparse.Namespace) -> int:
             f"turnlens materialize: {args.store} is not a store folder (no segments/ in it)", file=sys.stderr
         )
         return 2
-    stops = (signal.SIGTERM, signal.SIGINT)
-    previous = {signum: signal.signal(signum, _exit_on_stop) for signum in stops}
+    # SIGTERM (the collector stopping its materialiser) or SIGINT (Ctrl-C, which reaches every process of the
+    # demo's group) as SystemExit: the run's cleanup removes its temporary catalogue and files, where the
+    # default action would leave them, and the process exits without a traceback
+    stopped = stops.Stops((signal.SIGTERM, signal.SIGINT), lambda signum: SystemExit(128 + signum))
     try:
-        return _materialize_runs(args)
+        with stopped.installed():
+            return _materialize_runs(args)
     except RuntimeError:
         # DuckDB answers a signal that arrives during a query by interrupting it ("Query interrupted"):
         # a stop, not a failure, once the run's cleanup has run on the way out
-        if not _STOPPED_BY:
+        if stopped.received is None:
             raise
-        return 128 + _STOPPED_BY[0]
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-_STOPPED_BY: list[int] = []  # the stop signal this process received, if any
-
-
-def _exit_on_stop(signum: int, frame: object) -> None:
-    """SIGTERM (the collector stopping its materialiser) or SIGINT (Ctrl-C, which reaches every process of
-    the demo's group) as SystemExit: the run's cleanup removes its temporary catalogue and files, where the
-    default action would leave them, and the process exits without a traceback."""
-    _STOPPED_BY.append(signum)
-    raise SystemExit(128 + signum)
+        return 128 + stopped.received
 
 
 def _materialize_runs(args: argparse.Namespace) -> int:
