@@ -367,9 +367,10 @@ def _start_from_bound_views(tmp: Path, target: Path, key: str, names: list[str],
 
 def _views_key(views: list[SqlView], queries_dir: Path) -> str:
     """What a catalogue's views are bound from: their SQL and the tables', the segments' columns, and the
-    DuckDB version and file format."""
+    DuckDB version and file format; and the derived state's SQL (sql_fingerprint), so that a catalogue in
+    place holds nothing of another version's reads of the derived state."""
     digest = hashlib.sha256(
-        f"{duckdb.__version__}\0{CATALOG_STORAGE_VERSION}\0{schema.SEGMENT_SCHEMA}\0".encode()
+        f"{duckdb.__version__}\0{CATALOG_STORAGE_VERSION}\0{schema.SEGMENT_SCHEMA}\0{sql_fingerprint()}\0".encode()
     )
     for sql_file in (*views, *load_tables(queries_dir)):
         digest.update(sql_file.path.name.encode() + b"\0" + sql_file.sql.encode() + b"\0")
