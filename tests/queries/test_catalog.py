@@ -260,6 +260,19 @@ def test_a_catalog_written_by_another_turnlens_is_rewritten_on_first_open(
     assert catalog.written_for(folder)[1] == catalog.sql_fingerprint()
 
 
+def test_a_catalogue_in_place_missing_a_view_is_not_copied(kit: SimpleNamespace, tmp_path: Path) -> None:
+    """A catalogue in place that recorded this version's key but lacks a view (someone opened it read-write
+    and dropped one) is no template: the next catalogue a new process writes has every view again."""
+    kit.store(kit.turn(cancel_at=1000, dispatch_at=None, acked=())).close()
+    folder = tmp_path / "store0"
+    with duckdb.connect(str(folder / catalog.CATALOG_FILE)) as edited:
+        edited.execute("drop view findings")
+    rebuilt = _rebuilt_in_a_new_process(folder)
+    assert "findings" in {name for name, _sql, _comment in rebuilt["views"]}
+    with catalog.connect(folder) as con:
+        assert con.execute("select kind from findings").fetchall() == [("cancel_not_propagated",)]
+
+
 def test_an_upgrade_of_the_catalogues_reads_alone_keeps_the_derived_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
