@@ -43,6 +43,7 @@ from turnlens.queries.sqlfiles import retrying as retrying
 from turnlens.queries.sqlfiles import split_statements as split_statements
 from turnlens.queries.sqlfiles import sql_fingerprint as sql_fingerprint
 from turnlens.queries.sqlfiles import sql_string as sql_string
+from turnlens.queries.sqlfiles import unbound_view
 
 CATALOG_FILE = layout.CATALOG_FILE
 CATALOG_LOCK = f".{CATALOG_FILE}.lock"  # held while the catalogue is written (an flock: see docs/store.md)
@@ -208,11 +209,8 @@ def live_connection(store_dir: Path, queries_dir: Path = QUERIES_DIR) -> duckdb.
     apply_tables(con, store_dir, queries_dir)
     glob = layout.segments_glob(store_dir)
     for view in load_views(queries_dir):
-        con.execute(_VIEW_AS.sub(r"\1 with (defer_binding) as", render(view, glob), count=1))
+        con.execute(unbound_view(render(view, glob)))
     return con
-
-
-_VIEW_AS = re.compile(r"(create\s+or\s+replace\s+view\s+\w+)\s+as\b", re.IGNORECASE)
 
 
 def comment_view(con: duckdb.DuckDBPyConnection, view: SqlView) -> None:

@@ -69,7 +69,7 @@ from turnlens.queries.manifest import (
 )
 from turnlens.queries.manifest import apply_sql as _apply_sql
 from turnlens.queries.manifest import sections as _sections
-from turnlens.queries.sqlfiles import sql_identifier
+from turnlens.queries.sqlfiles import sql_identifier, unbound_view
 
 MANIFESTS_DIR = "manifests"
 LOCK_FILE = ".lock"
@@ -268,8 +268,7 @@ class _Run:
             elif view is not None:
                 # bound where a hold or a copy reads it: binding it here as well, each view again through all
                 # the views it reads, took 2.1 s of every unit of a full build on a small store
-                deferred = f"create or replace temp view {view[1]} with (defer_binding) as"
-                self.con.execute(statement.replace(view[0], deferred, 1))
+                self.con.execute(unbound_view(statement))
             else:
                 self.con.execute(statement)
         TIMINGS[f"define {phase}"] += time.perf_counter() - started

@@ -100,6 +100,15 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_CREATE_VIEW_AS = re.compile(r"(create\s+or\s+replace\s+(?:temp\s+)?view\s+\w+)\s+as\b", re.IGNORECASE)
+
+
+def unbound_view(sql: str) -> str:
+    """SQL whose first CREATE VIEW is made WITH (DEFER_BINDING): DuckDB binds the view where a query reads it,
+    not also when it is created (binding a view binds, again, every view it reads)."""
+    return _CREATE_VIEW_AS.sub(r"\1 with (defer_binding) as", sql, count=1)
+
+
 def sql_identifier(name: str) -> str:
     """A quoted SQL identifier: a column name as DuckDB reports it, whatever characters it holds."""
     return '"' + name.replace('"', '""') + '"'
