@@ -140,6 +140,11 @@ HELD_RECOMPUTED = (
     "turnlens_fresh_events",
     *(f"turnlens_fresh_{view}" for view in VIEWS),
 )
+# the largest held relations, which only later statements of their phase read: each is dropped once the last
+# statement naming it has been held. A 250,000-copy share holds ~0.5 GB of stored copies, as much of resolved
+# spans and 1.2 GB of events; all kept to the end, DuckDB spilled past its 1 GB limit (the share cost
+# 23.6 CPU s, 20.5 with a 6 GB limit)
+RELEASED_AFTER_LAST_READ = ("turnlens_fresh_stored", "turnlens_fresh_spans", "turnlens_fresh_events")
 
 # the zero-row file of each table this process wrote, by the inputs it was written under (write_templates)
 _TEMPLATE_BYTES: dict[tuple[str, str], bytes] = {}
@@ -221,6 +226,7 @@ class _Run:
         # (follow_index): None while it names this store's own
         self.indexed_in: str | None = None
         self.written_dirs: set[Path] = set()
+        self.held_rows: dict[str, int] = {}  # the rows of each relation the run held (fresh_phase)
         self.published: list[Manifest] = []  # the versions this run published, oldest first
         self.published_at: list[float] = []  # when (time.perf_counter()) each was
 
@@ -256,11 +262,17 @@ class _Run:
         body = _sections((DERIVED_SQL / "fresh.sql").read_text(), _PHASE)[phase]
         if "input_files" in values and "input_copies" not in values:  # a refresh reads the segments
             values = {**values, "input_copies": f"span_copies_in({values['input_files']})"}
-        for statement in catalog.split_statements(fill(body, values)):
+        statements = catalog.split_statements(fill(body, values))
+        last_read = _last_reads(statements, held)
+        for statement in statements:
             view = _TEMP_VIEW.search(statement)
             if view is not None and view[1] in held:
                 holding, holding_cpu = time.perf_counter(), time.process_time()
                 self.con.execute(statement.replace(view[0], f"create or replace temp table {view[1]} as", 1))
+                [(rows,)] = self.con.execute(f"select count(*) from {view[1]}").fetchall()
+                self.held_rows[view[1]] = int(rows)
+                for name in last_read.get(view[1], ()):
+                    self.con.execute(f"drop table {name}")
                 TIMINGS[f"hold {view[1]}"] += time.perf_counter() - holding
                 CPU_TIMINGS[f"hold {view[1]}"] += time.process_time() - holding_cpu
                 started += time.perf_counter() - holding
@@ -411,6 +423,20 @@ class _Run:
 def _hour_floor(ns: int) -> int:
     hour = 3600 * 1_000_000_000
     return ns - ns % hour
+
+
+def _last_reads(statements: list[str], held: tuple[str, ...]) -> dict[str, list[str]]:
+    """Which RELEASED_AFTER_LAST_READ relations each held relation of a phase is the last reader of: the held
+    relation the phase's last statement naming it creates. None when that statement is a view, read later."""
+    released: dict[str, list[str]] = defaultdict(list)
+    for name in RELEASED_AFTER_LAST_READ:
+        naming = re.compile(rf"\b{name}\b")
+        readers = [statement for statement in statements if naming.search(statement)]
+        created = [_TEMP_VIEW.search(statement) for statement in readers]
+        last = created[-1] if created else None
+        if len(readers) > 1 and last is not None and last[1] in held and last[1] != name:
+            released[last[1]].append(name)
+    return released
 
 
 def spill_folder(store_dir: Path, spill_dir: Path | None) -> Path:
@@ -873,7 +899,7 @@ def _refresh(
         "new_copy_files": sql_list(new_copy_files),
         "new_segments": sql_list(new_segments),
     }
-    upto, waiting = _backlog_cut(run, values, copies_max)
+    upto, taken, waiting = _backlog_cut(run, values, copies_max)
     values |= {
         "upto": str(upto),
         "cutoff": str(run.cutoff),
@@ -949,24 +975,26 @@ def _refresh(
         "input_segments": len(input_files),
         "identity_partitions_read": len(previous.partitions) if read_parts is None else len(read_parts),
         "buckets": 1,
+        "new_copies": taken,
+        "input_copies": run.held_rows["turnlens_fresh_stored"],
         "backlog_copies": waiting,
     }
 
 
-def _backlog_cut(run: _Run, values: Mapping[str, str], copies_max: int) -> tuple[int, int]:
-    """The newest received time a refresh takes, and how many new copies it leaves to the next run. Up to
-    `copies_max` new copies it takes them all (NO_UPTO). Past that it takes those received up to the
-    `copies_max`-th oldest's time (a few more where copies share that time) and moves the run's watermark
-    back to it: the state it publishes covers exactly what it took, and the next run goes on from there (a
-    copy it left is received after that watermark, so the next run's new copies hold it). Each run then needs
-    the memory of one bucket of a full build, and readers see the state advance run by run rather than after
-    one refresh of the whole backlog."""
+def _backlog_cut(run: _Run, values: Mapping[str, str], copies_max: int) -> tuple[int, int, int]:
+    """The newest received time a refresh takes, how many new copies it takes and how many it leaves to the
+    next run. Up to `copies_max` new copies it takes them all (NO_UPTO). Past that it takes those received up
+    to the `copies_max`-th oldest's time (a few more where copies share that time) and moves the run's
+    watermark back to it: the state it publishes covers exactly what it took, and the next run goes on from
+    there (a copy it left is received after that watermark, so the next run's new copies hold it). Each run
+    then needs the memory of one bucket of a full build, and readers see the state advance run by run rather
+    than after one refresh of the whole backlog."""
     [(count, cut, taken)] = run.step("backlog", values, {"copies": copies_max}).fetchall()
     # none past the share, or the newest it would leave were received inside the margin: take them all
     if count <= copies_max or cut >= run.watermark:
-        return NO_UPTO, 0
+        return NO_UPTO, int(count), 0
     run.move_watermark(cut)
-    return cut, int(count - taken)
+    return cut, int(taken), int(count - taken)
 
 
 def _touched(run: _Run, previous: Manifest, values: dict[str, str]) -> set[str] | None:
