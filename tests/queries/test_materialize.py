@@ -17,6 +17,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from derivedstate import catalogue_rows, live_rows
 from storebuilder import rounded
 from turnlens.collector import compaction, segments
 from turnlens.collector.segments import host_tag
@@ -27,17 +28,6 @@ from turnlens.queries import manifest as derived_manifest
 from turnlens.cli import main
 
 SAMPLE_DATA = Path(__file__).resolve().parents[2] / "sample_data"
-# each materialised view as the catalogue defines it without a snapshot: computed from the spans now
-PLAIN = {
-    "side_effects": "side_effects_of('turn_events')",
-    "cancel_acks": "cancel_acks_of('turn_events')",
-    "layer_verdicts": "layer_verdicts_of('turn_events')",
-    "divergences": "divergences_of('turn_events')",
-    "turn_usage": "turn_usage_of('turn_events', 'plain_cancel_acks')",
-    "turns": "turns_of('turn_events', 'plain_side_effects', 'plain_divergences', 'plain_cancel_acks')",
-    "turn_node_skew": "turn_node_skew_of('turn_events')",
-    "tool_claims": "tool_claims_of('turn_events')",
-}
 
 
 def one_turn_rows(con: duckdb.DuckDBPyConnection, turns: list[tuple[str, str]]) -> list[list[tuple]]:
@@ -54,25 +44,6 @@ def turns_with_findings(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]
     return con.execute(
         "select distinct session_id, turn_id from divergences_of('turn_events') order by all limit 12"
     ).fetchall()
-
-
-def plain_rows(store: Path) -> dict[str, list[tuple]]:
-    """Every row of the six views computed from the spans, in a catalogue of our own with no snapshot."""
-    con = catalog.live_connection(store)
-    for view in ("side_effects", "cancel_acks", "divergences"):
-        con.execute(f"create temp table plain_{view} as select * from {PLAIN[view]}")
-    rows = {
-        view: rounded(con.execute(f"select * from {source} order by all").fetchall())
-        for view, source in PLAIN.items()
-    }
-    con.close()
-    return rows
-
-
-def snapshot_rows(store: Path) -> dict[str, list[tuple]]:
-    """Every row of the views as the store's catalogue reads them (floats to 9 decimals, as plain_rows)."""
-    with catalog.connect(store) as con:
-        return {view: rounded(con.execute(f"select * from {view} order by all").fetchall()) for view in PLAIN}
 
 
 def ingest(store: Path, lines: list[bytes], path: Path) -> None:
@@ -103,7 +74,7 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
     ingest(store, fleet[0::2], tmp_path / "first.jsonl")
     first = materialize.materialize(store, segments_glob(store), margin_s=0, bucket_spans=300)
     assert first["mode"] == "full" and first["units"] > 1, "a full build computed in several units"
-    assert snapshot_rows(store) == plain_rows(store)
+    assert rounded(catalogue_rows(store)) == rounded(live_rows(store))
     # each table's zero-row file (what a reader binds where no partition has rows) has its rows' columns
     manifest = derived_manifest.current_snapshot(store)
     assert manifest is not None
@@ -115,8 +86,8 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
 
     time.sleep(0.01)
     ingest(store, fleet[1::2], tmp_path / "second.jsonl")
-    stale = snapshot_rows(store)
-    assert stale != plain_rows(store), (
+    stale = rounded(catalogue_rows(store))
+    assert stale != rounded(live_rows(store)), (
         "the second half changes the views; the snapshot shows them as of its watermark"
     )
     with catalog.connect(store) as con:
@@ -143,12 +114,12 @@ def test_a_refresh_folds_late_spans_into_the_turns_they_belong_to(tmp_path: Path
 
     second = materialize.materialize(store, segments_glob(store), margin_s=0)
     assert second["mode"] == "refresh" and second["touched_turns"] > 0
-    refreshed = snapshot_rows(store)
-    assert refreshed == plain_rows(store)
+    refreshed = rounded(catalogue_rows(store))
+    assert refreshed == rounded(live_rows(store))
     assert len(refreshed["divergences"]) > 0, json.dumps(second)
 
     third = materialize.materialize(store, segments_glob(store), margin_s=0, full=True)
-    assert third["mode"] == "full" and snapshot_rows(store) == refreshed
+    assert third["mode"] == "full" and rounded(catalogue_rows(store)) == refreshed
 
 
 @pytest.mark.slow
@@ -193,12 +164,13 @@ def test_a_backlog_is_refreshed_a_share_at_a_time_each_published_and_the_last_eq
         if run["backlog_copies"]:
             assert watermark < before, "a run that left copies covers only what it took"
             if len(runs) == 1:
-                assert snapshot_rows(store) != plain_rows(store), "its rows are those of the copies it took"
+                taken = rounded(catalogue_rows(store))
+                assert taken != rounded(live_rows(store)), "its rows are those of the copies it took"
             else:
                 assert watermark > runs[-2]["watermark_unix_nano"], "each run goes on from the last"
         assert len(runs) <= 4, runs
     assert len(runs) >= 3, "the backlog took several runs"
-    assert snapshot_rows(store) == plain_rows(store)
+    assert rounded(catalogue_rows(store)) == rounded(live_rows(store))
 
 
 @pytest.mark.slow
@@ -227,7 +199,7 @@ def test_a_copied_store_refreshes_only_what_is_new_and_never_touches_its_origina
     moved = materialize.materialize(copy, segments_glob(copy), margin_s=0, grace_s=0)
     assert moved["mode"] == "refresh" and moved["gone_segments"] == 0, moved
     assert moved["touched_turns"] == here["touched_turns"], "only the turns the new spans touch"
-    assert snapshot_rows(copy) == plain_rows(copy)
+    assert rounded(catalogue_rows(copy)) == rounded(live_rows(copy))
     # its index names its own segments, and nothing of the original went
     manifest = derived_manifest.current_snapshot(copy)
     assert manifest is not None
@@ -237,7 +209,7 @@ def test_a_copied_store_refreshes_only_what_is_new_and_never_touches_its_origina
     assert indexed and all(file.startswith(str(copy.resolve()) + "/") for (file,) in indexed), indexed
     compaction.sweep(copy)  # what compaction's next pass deletes
     assert kept.is_file()
-    assert snapshot_rows(original) == plain_rows(original)
+    assert rounded(catalogue_rows(original)) == rounded(live_rows(original))
 
 
 def test_a_snapshot_of_other_inputs_is_not_used(sample_copy: Path) -> None:
@@ -257,7 +229,7 @@ def test_a_snapshot_of_other_inputs_is_not_used(sample_copy: Path) -> None:
         assert con.execute("select generation, partitions, complete from turnlens_snapshot").fetchall() == [
             (None, 0, False)
         ]
-    assert snapshot_rows(store) == plain_rows(store)
+    assert rounded(catalogue_rows(store)) == rounded(live_rows(store))
 
     # a snapshot written by another turnlens (its detectors or columns may differ) is not used either
     materialize.materialize(store, segments_glob(store), margin_s=0)
@@ -266,7 +238,7 @@ def test_a_snapshot_of_other_inputs_is_not_used(sample_copy: Path) -> None:
     manifest_file.write_text(json.dumps(manifest | {"format": 1}))
     catalog.write_catalog(store, segments_glob(store))
     assert derived_manifest.current_snapshot(store) is None
-    assert snapshot_rows(store) == plain_rows(store)
+    assert rounded(catalogue_rows(store)) == rounded(live_rows(store))
 
 
 def test_a_second_materialiser_is_refused_while_one_runs(tmp_path: Path) -> None:
@@ -366,7 +338,7 @@ def test_a_fold_publishes_the_new_rows_first_and_readers_keep_the_catalogue_they
     for view in derived_manifest.VIEWS:
         pinned.execute(f"select count(*) from {view}").fetchall()
     pinned.close()
-    assert snapshot_rows(store) == plain_rows(store)
+    assert rounded(catalogue_rows(store)) == rounded(live_rows(store))
     with catalog.connect(store) as con:
         [(generation,)] = con.execute("select generation from turnlens_snapshot").fetchall()
         assert generation == refreshed["generation"]

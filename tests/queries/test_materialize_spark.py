@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from derivedstate import copy_store, derived_tables, hourly_fleet, kill_half_way, leftovers
+from derivedstate import (
+    catalogue_rows,
+    copy_store,
+    derived_tables,
+    hourly_fleet,
+    kill_half_way,
+    leftovers,
+    live_rows,
+)
 from pyspark.sql import SparkSession
 from storebuilder import rounded
 from turnlens.kernel.layout import segments_glob
@@ -60,32 +68,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return store
 
 
-def catalogue_rows(store: Path) -> dict[str, list[tuple]]:
-    """The derived views as the store's catalogue answers them (from the partitions)."""
-    with catalog.connect(store) as con:
-        return {
-            view: rounded(con.execute(f"select * from {view} order by all").fetchall())
-            for view in derived_manifest.VIEWS
-        }
-
-
-def computed_rows(store: Path) -> dict[str, list[tuple]]:
-    """The same views computed from the spans now, in a catalogue of our own with no derived state."""
-    con = catalog.live_connection(store)
-    for view in ("side_effects", "cancel_acks", "divergences"):
-        con.execute(f"create temp table live_{view} as select * from {view}_of('turn_events')")
-    sources = {view: f"{view}_of('turn_events')" for view in derived_manifest.VIEWS} | {
-        "turn_usage": "turn_usage_of('turn_events', 'live_cancel_acks')",
-        "turns": "turns_of('turn_events', 'live_side_effects', 'live_divergences', 'live_cancel_acks')",
-    }
-    rows = {
-        view: rounded(con.execute(f"select * from {sources[view]} order by all").fetchall())
-        for view in sources
-    }
-    con.close()
-    return rows
-
-
 def build(store: Path, **options: Any) -> dict[str, Any]:
     return materialize.materialize(store, segments_glob(store), full=True, margin_s=0, **options)
 
@@ -113,7 +95,7 @@ def test_spark_derives_every_table_row_for_row_as_duckdb_does(
     for table in by_duckdb:
         assert by_spark[table] == by_duckdb[table], table
     # and what every reader sees through the catalogue: the views as the live ones compute them
-    assert catalogue_rows(store) == computed_rows(store)
+    assert rounded(catalogue_rows(store)) == rounded(live_rows(store))
     tasks = engine.summary()
     assert tasks["unit_tasks"] == on_spark["units"], "one task per unit"
     # the identity's chunks, the shuffle (in one batch of units per core) and the join of each sliced
@@ -196,7 +178,7 @@ def test_a_spark_build_that_dies_half_way_is_finished_by_the_next_run(
     finished = derived_manifest.current_snapshot(store)
     assert finished is not None and finished.complete and finished.watermark == manifest.watermark
     assert {part for part, version in finished.partitions.items() if version == manifest.version} == published
-    assert catalogue_rows(store) == computed_rows(store)
+    assert rounded(catalogue_rows(store)) == rounded(live_rows(store))
     assert leftovers(store) == [], "the failed build's shuffle, spill and first pass are gone"
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 from storebuilder import rounded
+from turnlens.queries import catalog
 from turnlens.queries import manifest as derived_manifest
 
 from turnlens.cli import main
@@ -39,6 +40,55 @@ def derived_tables(store: Path) -> dict[str, list[tuple]]:
     }
     con.close()
     return tables | {"partitions": sorted(manifest.partitions)}  # type: ignore[dict-item]
+
+
+# the store-wide views a store with derived state adds up from per-partition rollups and the partitions deltas
+# touch: they must equal the same views over every turn's rows computed live
+ROLLED_UP = (
+    "node_skew_minutes",
+    "node_skew_histogram",
+    "node_skew",
+    "tool_observed",
+    "tool_audit",
+    "turn_minutes",
+    "finding_minutes",
+)
+# the live views the others read, held once each under its own name (a temporary table shadows the view of the
+# same name for every view and macro that reads it): derived again by each reader, they cost seconds of
+# planning on a small store (tool_audit reads tool_observed twice, which reads the ledger, the claims and the
+# findings, each deriving turn_events again: 6-7 s of a test's 25). cancel_acks is held under another name:
+# its view reads the spans on a path of its own
+HELD = {
+    "turn_events": "main.turn_events",
+    "side_effects": "side_effects_of('turn_events')",
+    "divergences": "divergences_of('turn_events')",
+    "live_cancel_acks": "cancel_acks_of('turn_events')",
+}
+# each derived view as a catalogue without derived state defines it, over the relations held above
+LIVE = {view: f"{view}_of('turn_events')" for view in derived_manifest.VIEWS} | {
+    "turn_usage": "turn_usage_of('turn_events', 'live_cancel_acks')",
+    "turns": "turns_of('turn_events', 'side_effects', 'divergences', 'live_cancel_acks')",
+}
+
+
+def live_rows(store: Path, views: tuple[str, ...] = derived_manifest.VIEWS) -> dict[str, list[tuple]]:
+    """Every row of the derived views (and of ROLLED_UP ones named in `views`) computed from every stored copy
+    now, in a catalogue of our own over the store's segments with no derived state: what the derived state
+    must equal."""
+    con = catalog.live_connection(store)
+    for name, source in HELD.items():
+        con.execute(f"create temp table {name} as select * from {source}")
+    rows = {
+        view: con.execute(f"select * from {LIVE.get(view, view)} order by all").fetchall() for view in views
+    }
+    con.close()
+    return rows
+
+
+def catalogue_rows(store: Path, views: tuple[str, ...] = derived_manifest.VIEWS) -> dict[str, list[tuple]]:
+    """Every row of the derived views as the store's catalogue answers them (from its derived state)."""
+    with catalog.connect(store) as con:
+        return {view: con.execute(f"select * from {view} order by all").fetchall() for view in views}
 
 
 def leftovers(store: Path) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from derivedstate import ROLLED_UP, catalogue_rows, live_rows
 from turnlens.kernel import contract as c
 from turnlens.kernel.layout import segments_glob
 from turnlens.kernel.schema import SEGMENT_SCHEMA
@@ -103,8 +104,9 @@ class StagedStore:
         return manifest.written_versions()
 
     def assert_equal_to_live(self) -> dict[str, list[tuple]]:
-        derived = snapshot_rows(self.dir)
-        assert derived == plain_rows(self.dir)
+        views = (*derived_manifest.VIEWS, *ROLLED_UP)
+        derived = catalogue_rows(self.dir, views)
+        assert derived == live_rows(self.dir, views)
         return derived
 
     def kinds(self, turn: str) -> list[str]:
@@ -115,59 +117,6 @@ class StagedStore:
                     "select kind from divergences where turn_id = ? order by kind", [turn]
                 ).fetchall()
             ]
-
-
-# each derived view as the catalogue defines it without derived state: computed from every stored copy now
-LIVE = {
-    "side_effects": "side_effects_of('turn_events')",
-    "cancel_acks": "cancel_acks_of('turn_events')",
-    "layer_verdicts": "layer_verdicts_of('turn_events')",
-    "divergences": "divergences_of('turn_events')",
-    "turn_usage": "turn_usage_of('turn_events', 'live_cancel_acks')",
-    "turns": "turns_of('turn_events', 'side_effects', 'divergences', 'live_cancel_acks')",
-    "turn_node_skew": "turn_node_skew_of('turn_events')",
-    "tool_claims": "tool_claims_of('turn_events')",
-}
-# the store-wide views a store with derived state adds up from per-partition rollups and the partitions deltas
-# touch: they must equal the same views over every turn's rows computed live
-ROLLED_UP = (
-    "node_skew_minutes",
-    "node_skew_histogram",
-    "node_skew",
-    "tool_observed",
-    "tool_audit",
-    "turn_minutes",
-    "finding_minutes",
-)
-# the live views the others read, held once each under its own name (a temporary table shadows the view of the
-# same name for every view and macro that reads it; each of these views is `select * from` its LIVE macro):
-# derived again by each reader, they cost seconds of planning on a small store (tool_audit reads tool_observed
-# twice, which reads the ledger, the claims and the findings, each deriving turn_events again: 6-7 s of a
-# test's 25). cancel_acks is held under another name: its view reads the spans on a path of its own
-HELD = ("turn_events", "side_effects", "divergences")
-
-
-def plain_rows(store: Path) -> dict[str, list[tuple]]:
-    """Every row of the derived views computed live, in a catalogue of our own over the store's segments."""
-    con = catalog.live_connection(store)
-    for view in HELD:
-        source = LIVE.get(view, f"main.{view}")
-        con.execute(f"create temp table {view} as select * from {source}")
-    con.execute(f"create temp table live_cancel_acks as select * from {LIVE['cancel_acks']}")
-    rows = {
-        view: con.execute(f"select * from {source} order by all").fetchall()
-        for view, source in [*LIVE.items(), *zip(ROLLED_UP, ROLLED_UP, strict=True)]
-    }
-    con.close()
-    return rows
-
-
-def snapshot_rows(store: Path) -> dict[str, list[tuple]]:
-    """Every row of the derived views as the store's catalogue shows them."""
-    with catalog.connect(store) as con:
-        return {
-            view: con.execute(f"select * from {view} order by all").fetchall() for view in [*LIVE, *ROLLED_UP]
-        }
 
 
 def received_ns(ms: float) -> int:
