@@ -14,10 +14,8 @@ select
     null::integer as partitions_total,
     false as complete;
 
--- step: previous_state
--- the identity side tables of the previous state (their rows in force, derived/current.sql), and the traces that had
--- copies in segments retention removed: their turns are recomputed from the copies that remain (a turn received across
--- midnight), or leave when none does
+-- step: previous_identity
+-- the identity side tables of the previous state: their rows in force (derived/current.sql) in the partitions read
 create or replace temp view turnlens_prev_trace_turns as
 select * from turnlens_current_trace_turns;
 
@@ -27,6 +25,9 @@ select * from turnlens_current_trace_keys;
 create or replace temp view turnlens_prev_trace_links as
 select * from turnlens_current_trace_links;
 
+-- step: previous_state
+-- the traces that had copies in segments retention removed: their turns are recomputed from the copies that remain
+-- (a turn received across midnight), or leave when none does
 create or replace temp view turnlens_dropped_traces as
 select distinct trace_id
 from read_parquet({{previous_index_traces_files}}, hive_partitioning = false)
