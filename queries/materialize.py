@@ -427,7 +427,8 @@ def _hour_floor(ns: int) -> int:
 
 def _last_reads(statements: list[str], held: tuple[str, ...]) -> dict[str, list[str]]:
     """Which RELEASED_AFTER_LAST_READ relations each held relation of a phase is the last reader of: the held
-    relation the phase's last statement naming it creates. None when that statement is a view, read later."""
+    relation the phase's last statement naming it creates (none when that statement creates a view, which is
+    read later)."""
     released: dict[str, list[str]] = defaultdict(list)
     for name in RELEASED_AFTER_LAST_READ:
         naming = re.compile(rf"\b{name}\b")
