@@ -268,8 +268,8 @@ class _Run:
             view = _TEMP_VIEW.search(statement)
             if view is not None and view[1] in held:
                 holding, holding_cpu = time.perf_counter(), time.process_time()
-                self.con.execute(statement.replace(view[0], f"create or replace temp table {view[1]} as", 1))
-                [(rows,)] = self.con.execute(f"select count(*) from {view[1]}").fetchall()
+                created = statement.replace(view[0], f"create or replace temp table {view[1]} as", 1)
+                [(rows,)] = self.con.execute(created).fetchall()  # CREATE TABLE AS answers its row count
                 self.held_rows[view[1]] = int(rows)
                 for name in last_read.get(view[1], ()):
                     self.con.execute(f"drop table {name}")
@@ -426,16 +426,15 @@ def _hour_floor(ns: int) -> int:
 
 
 def _last_reads(statements: list[str], held: tuple[str, ...]) -> dict[str, list[str]]:
-    """Which RELEASED_AFTER_LAST_READ relations each held relation of a phase is the last reader of: the held
-    relation the phase's last statement naming it creates (none when that statement creates a view, which is
-    read later)."""
+    """Which RELEASED_AFTER_LAST_READ relations held in this phase each held relation is the last reader of:
+    the one the phase's last statement naming it creates (none when that statement creates a view, read later,
+    or the relation itself, read by no later statement of the phase)."""
     released: dict[str, list[str]] = defaultdict(list)
-    for name in RELEASED_AFTER_LAST_READ:
+    for name in (name for name in RELEASED_AFTER_LAST_READ if name in held):
         naming = re.compile(rf"\b{name}\b")
         readers = [statement for statement in statements if naming.search(statement)]
-        created = [_TEMP_VIEW.search(statement) for statement in readers]
-        last = created[-1] if created else None
-        if len(readers) > 1 and last is not None and last[1] in held and last[1] != name:
+        last = _TEMP_VIEW.search(readers[-1]) if readers else None
+        if last is not None and last[1] in held and last[1] != name:
             released[last[1]].append(name)
     return released
 

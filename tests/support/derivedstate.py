@@ -64,8 +64,12 @@ HELD = {
     "divergences": "divergences_of('turn_events')",
     "live_cancel_acks": "cancel_acks_of('turn_events')",
 }
-# each derived view as a catalogue without derived state defines it, over the relations held above
+# each derived view as a catalogue without derived state defines it, over the relations held above (those
+# held read as they are)
 LIVE = {view: f"{view}_of('turn_events')" for view in derived_manifest.VIEWS} | {
+    "side_effects": "side_effects",
+    "divergences": "divergences",
+    "cancel_acks": "live_cancel_acks",
     "turn_usage": "turn_usage_of('turn_events', 'live_cancel_acks')",
     "turns": "turns_of('turn_events', 'side_effects', 'divergences', 'live_cancel_acks')",
 }
