@@ -176,9 +176,8 @@ if len(windows):
                 "P95 and P99 against the objective and the paging threshold · drag across it to show only "
                 "that stretch on every page"
             )
-            brushed = st.altair_chart(
+            brushed = common.draw_chart(
                 charts.slo_latency(windows, objective_ms=objective_ms, page_ms=P99_PAGE_MS),
-                width="stretch",
                 height=300,
                 on_select="rerun",
                 selection_mode=["brush"],
@@ -198,9 +197,8 @@ with findings_col:
     st.subheader("Findings by kind")
     if len(findings):
         ranked = charts.findings_ranked(findings)
-        picked = st.altair_chart(
+        picked = common.draw_chart(
             ranked,
-            width="stretch",
             height=(common.chart_height(ranked) or 260) + 50,
             on_select="rerun",
             selection_mode=["kind"],
@@ -228,9 +226,8 @@ with more_col:
         )
         if points is not None:
             with points:
-                picked = st.altair_chart(
+                picked = common.draw_chart(
                     charts.cancel_latency(latencies, objective_ms=objective_ms, page_ms=P99_PAGE_MS),
-                    width="stretch",
                     height=320,
                     on_select="rerun",
                     selection_mode=["turn"],

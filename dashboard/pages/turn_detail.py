@@ -114,9 +114,8 @@ inversions = int(timeline["inverted"].sum())
 with common.section():
     spans = data.turn_query("turn_spans", session=session_id, turn=turn_id)
     bars, marks = charts.waterfall_frame(events, spans, order=order)
-    picked = st.altair_chart(
+    picked = common.draw_chart(
         charts.waterfall(bars, marks, window=window),
-        width="stretch",
         height=charts.waterfall_height(bars) + 190,  # + axis and legends (Streamlit ignores a layer's height)
         on_select="rerun",
         selection_mode=["span"],
