@@ -344,14 +344,20 @@ def compact(
 
 
 def merged_outputs(segments_root: Path) -> set[Path]:
-    """The merged segments whose sources still wait for deletion: new files that hold only copies already
-    stored in other segments (the derived state reads their newest copies only, not all of them)."""
+    """The merged segments whose sources are still in the store: new files that hold only copies stored in
+    other segments too (the derived state reads their newest copies only, not all of them). A merge whose
+    sources are all gone is not one, although its entry may still name it (a sweep that deleted them and died
+    before rewriting the manifest): its copies are in no other file."""
     path = segments_root / MANIFEST
     try:
         entries = json.loads(path.read_text()).get("entries", [])
     except (FileNotFoundError, ValueError):
         return set()
-    return {segments_root / entry["output"] for entry in entries if entry.get("output")}
+    return {
+        segments_root / entry["output"]
+        for entry in entries
+        if entry.get("output") and any((segments_root / name).exists() for name in entry.get("sources", []))
+    }
 
 
 def expired_partitions(segments_root: Path, max_age_s: float, now: float) -> list[Path]:

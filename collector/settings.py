@@ -44,7 +44,7 @@ class CollectorSettings:
     compact_interval: str = "5m"  # how often the collector compacts small segments
     grace: str = "5m"  # how long replaced files stay for readers outside turnlens (an analyst's own DuckDB)
     materialize_interval: str = "1s"  # how often a refresh of the per-turn views starts; "off" never
-    materialize_margin: str = "1s"  # a refresh covers spans received up to this long before it starts
+    materialize_margin: str = "0s"  # a refresh's watermark is this long before it starts
     materialize_threads: str = "auto"  # DuckDB threads of a refresh: a number, or auto (the cores left idle)
     materialize_memory_limit: str = "1GB"  # DuckDB's memory limit in the materialiser; past it, it spills
     materialize_spill_dir: str | None = None  # where it spills: a local disk's folder; unset, the store's own
@@ -123,7 +123,8 @@ HELP = {
     "grace": "how long replaced segments and snapshots stay on disk for readers outside turnlens (e.g. 5m)",
     "materialize_interval": "how often a refresh of the per-turn views starts (e.g. 1s; half of it after a"
     " longer one), or 'off'",
-    "materialize_margin": "a refresh covers the spans received up to this long before it starts (e.g. 1s)",
+    "materialize_margin": "a refresh's watermark is this long before it starts; the next takes the spans"
+    " received since again (e.g. 1s; 0s by default)",
     "materialize_threads": "DuckDB threads of each refresh: a number, or 'auto' (one per core the host leaves"
     " idle)",
     "materialize_memory_limit": "DuckDB's memory limit in the materialiser (e.g. 1GB); past it, it spills to"

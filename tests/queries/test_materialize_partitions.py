@@ -246,3 +246,27 @@ def test_a_copy_stamped_before_the_watermark_but_stored_after_it_is_not_missed(
     assert refreshed["touched_turns"] == 1
     derived = staged.assert_equal_to_live()
     assert {turn for _, turn, *_ in derived["turns"]} == {"first", "slow"}
+
+
+def test_a_straggler_merged_before_a_refresh_saw_it_is_not_missed_when_the_merges_sources_are_gone(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    # the refresh takes the copies of a segment it never saw whole, whatever their received time: that holds
+    # no timing margin between a copy's receipt and its segment, and compaction must not hide such a segment
+    staged.send(contract_turn(turn="first", key="k-first", trace="tf", session="s-f"), at_ms=10_000)
+    staged.refresh(11_000)
+    straggler = shifted(contract_turn(turn="slow", key="k-slow", trace="ts", session="s-s"), 5000)
+    staged.send(straggler, at_ms=10_500)  # received before the watermark, durable only after the refresh
+    root = staged.dir / "segments"
+    merged = compaction.compact(root, min_segments=2, grace_s=3600)
+    assert merged.merged_segments == 1
+    # a sweep deleted the merge's sources and died before rewriting the manifest, which still names the merge
+    sources = [path for path in root.rglob("stage-*.parquet") if compaction.MERGE_MARK not in path.name]
+    assert len(sources) == 2
+    for path in sources:
+        path.unlink()
+    assert compaction.merged_outputs(root) == set()
+    refreshed = staged.refresh(12_000)
+    assert refreshed["touched_turns"] >= 1
+    derived = staged.assert_equal_to_live()
+    assert {turn for _, turn, *_ in derived["turns"]} == {"first", "slow"}
