@@ -233,19 +233,27 @@ def test_a_store_that_has_received_no_span_yet_is_refreshed_and_read(
     staged.assert_equal_to_live()
 
 
+def _a_straggler_after_a_refresh(staged: StagedStore, contract_turn: Any) -> None:
+    """A turn refreshed at 11 s, then a request received at 10.5 s whose segment became durable only after
+    that refresh listed the store."""
+    staged.send(contract_turn(turn="first", key="k-first", trace="tf", session="s-f"), at_ms=10_000)
+    staged.refresh(11_000)
+    straggler = shifted(contract_turn(turn="slow", key="k-slow", trace="ts", session="s-s"), 5000)
+    staged.send(straggler, at_ms=10_500)
+
+
+def _refreshed_with_the_straggler(staged: StagedStore) -> dict[str, Any]:
+    refreshed = staged.refresh(12_000)
+    derived = staged.assert_equal_to_live()
+    assert {turn for _, turn, *_ in derived["turns"]} == {"first", "slow"}
+    return refreshed
+
+
 def test_a_copy_stamped_before_the_watermark_but_stored_after_it_is_not_missed(
     staged: StagedStore, contract_turn: Any
 ) -> None:
-    staged.send(contract_turn(turn="first", key="k-first", trace="tf", session="s-f"), at_ms=10_000)
-    staged.refresh(11_000)
-    # a request received at 10.5 s whose segment became durable only after the refresh at 11 s listed the
-    # store
-    straggler = shifted(contract_turn(turn="slow", key="k-slow", trace="ts", session="s-s"), 5000)
-    staged.send(straggler, at_ms=10_500)
-    refreshed = staged.refresh(12_000)
-    assert refreshed["touched_turns"] == 1
-    derived = staged.assert_equal_to_live()
-    assert {turn for _, turn, *_ in derived["turns"]} == {"first", "slow"}
+    _a_straggler_after_a_refresh(staged, contract_turn)
+    assert _refreshed_with_the_straggler(staged)["touched_turns"] == 1
 
 
 def test_a_straggler_merged_before_a_refresh_saw_it_is_not_missed_when_the_merges_sources_are_gone(
@@ -253,10 +261,7 @@ def test_a_straggler_merged_before_a_refresh_saw_it_is_not_missed_when_the_merge
 ) -> None:
     # the refresh takes the copies of a segment it never saw whole, whatever their received time: that holds
     # no timing margin between a copy's receipt and its segment, and compaction must not hide such a segment
-    staged.send(contract_turn(turn="first", key="k-first", trace="tf", session="s-f"), at_ms=10_000)
-    staged.refresh(11_000)
-    straggler = shifted(contract_turn(turn="slow", key="k-slow", trace="ts", session="s-s"), 5000)
-    staged.send(straggler, at_ms=10_500)  # received before the watermark, durable only after the refresh
+    _a_straggler_after_a_refresh(staged, contract_turn)
     root = staged.dir / "segments"
     merged = compaction.compact(root, min_segments=2, grace_s=3600)
     assert merged.merged_segments == 1
@@ -266,7 +271,4 @@ def test_a_straggler_merged_before_a_refresh_saw_it_is_not_missed_when_the_merge
     for path in sources:
         path.unlink()
     assert compaction.merged_outputs(root) == set()
-    refreshed = staged.refresh(12_000)
-    assert refreshed["touched_turns"] >= 1
-    derived = staged.assert_equal_to_live()
-    assert {turn for _, turn, *_ in derived["turns"]} == {"first", "slow"}
+    assert _refreshed_with_the_straggler(staged)["touched_turns"] >= 1
