@@ -7,8 +7,6 @@ pictures to SVG.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import altair as alt
 import pandas as pd
 from turnlens.export.timeline import (  # the turn's timeline, shared with the export
@@ -24,7 +22,6 @@ from turnlens.export.timeline import (  # the turn's timeline, shared with the e
     MARK_SHAPES,
     SVG,
     action_window,
-    timeline_frame,
 )
 from turnlens.kernel import contract
 
@@ -148,15 +145,13 @@ def _span_order(spans: pd.DataFrame) -> list[tuple[str, int]]:
     return out
 
 
-def waterfall_frame(
-    events: pd.DataFrame, spans: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc"
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def waterfall_frame(timeline: pd.DataFrame, spans: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(bars, marks): one bar per span placed like the timeline's events, and the step events on their span.
 
-    `events` are `turn_timeline` rows (span starts, ends and events), `spans` the turn_spans rows (for the
-    parent of each span). A span that never ended runs to the turn's last event and says so.
+    `timeline` is timeline_frame's rows of the turn's events (span starts, ends and events) in the order
+    shown, `spans` the turn_spans rows (for the parent of each span). A span that never ended runs to the
+    turn's last event and says so.
     """
-    timeline = timeline_frame(events, order=order)
     edges = (
         timeline[timeline["source"].isin(["span_start", "span_end"])] if "source" in timeline else timeline
     )
@@ -217,15 +212,13 @@ def _utc_text(ms: pd.Series) -> pd.Series:
     return pd.to_datetime(ms, unit="ms", utc=True).dt.strftime("%H:%M:%S.%f").str[:-3]
 
 
-def stop_window(
-    events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc"
-) -> tuple[float, float] | None:
-    """The default view of a turn, Unix ms: the stretch around the tool calls and the stop (action_window)."""
-    frame = timeline_frame(events, order=order)
-    window = action_window(frame)
-    if window is None or not len(frame):
+def stop_window(timeline: pd.DataFrame) -> tuple[float, float] | None:
+    """The default view of a turn (its timeline_frame rows), Unix ms: the stretch around the tool calls and
+    the stop (action_window)."""
+    window = action_window(timeline)
+    if window is None or not len(timeline):
         return None
-    base = float(frame["at_ms"].min())
+    base = float(timeline["at_ms"].min())
     return base + window[0], base + window[1]
 
 
@@ -338,14 +331,15 @@ def waterfall_height(bars: pd.DataFrame) -> int:
     return max(120, 24 * len(bars))
 
 
-def token_frame(events: pd.DataFrame, *, order: Literal["hlc", "wall_clock"] = "hlc") -> pd.DataFrame:
-    """`at_ms`, `tokens`: the tokens streamed so far at each `stream.progress` event, folded into one line."""
-    frame = timeline_frame(events, order=order)
-    if "stream_tokens" not in events:
+def token_frame(timeline: pd.DataFrame) -> pd.DataFrame:
+    """`at_ms`, `tokens`: the tokens streamed so far at each `stream.progress` event of a turn's
+    timeline_frame rows, folded into one line."""
+    if "stream_tokens" not in timeline:
         return pd.DataFrame({"at_ms": [], "tokens": []})
-    frame["tokens"] = events["stream_tokens"].to_numpy()
-    progress = frame[(frame["event"] == contract.EV_STREAM_PROGRESS) & frame["tokens"].notna()]
-    progress = progress[["at_ms", "tokens"]].astype(float).sort_values("at_ms").reset_index(drop=True)
+    streamed = (timeline["event"] == contract.EV_STREAM_PROGRESS) & timeline["stream_tokens"].notna()
+    progress = timeline[streamed]
+    progress = progress[["at_ms", "stream_tokens"]].rename(columns={"stream_tokens": "tokens"})
+    progress = progress.astype(float).sort_values("at_ms").reset_index(drop=True)
     return progress.assign(at_utc=_utc_text(progress["at_ms"]))
 
 

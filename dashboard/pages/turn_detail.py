@@ -101,7 +101,8 @@ with order_col:
         "events are where the two disagree.",
     )
 order = "wall_clock" if wall_order else "hlc"
-around_stop = charts.stop_window(events, order=order)
+timeline = turn_timeline.timeline_frame(events, order=order)  # the rows every view of the turn below places
+around_stop = charts.stop_window(timeline)
 with window_col:
     whole = around_stop is None or filters.toggle(
         "Whole turn",
@@ -109,11 +110,10 @@ with window_col:
         help="By default the chart opens on the stretch around the tool calls and the stop.",
     )
 window = None if whole else around_stop
-timeline = turn_timeline.timeline_frame(events, order=order)
 inversions = int(timeline["inverted"].sum())
 with common.section():
     spans = data.turn_query("turn_spans", session=session_id, turn=turn_id)
-    bars, marks = charts.waterfall_frame(events, spans, order=order)
+    bars, marks = charts.waterfall_frame(timeline, spans)
     picked = common.draw_chart(
         charts.waterfall(bars, marks, window=window),
         height=charts.waterfall_height(bars) + 190,  # + axis and legends (Streamlit ignores a layer's height)
@@ -121,7 +121,7 @@ with common.section():
         selection_mode=["span"],
         key="waterfall",
     )
-    streamed = charts.token_frame(events, order=order)
+    streamed = charts.token_frame(timeline)
     if len(streamed):
         common.show_chart(charts.token_line(streamed, stop_ms=charts.stop_ms(marks), window=window), room=40)
     st.caption(
