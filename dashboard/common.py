@@ -182,8 +182,8 @@ class section:  # noqa: N801 - used as `with common.section():`, like st.contain
 
 
 def chart_height(chart: alt.Chart | alt.LayerChart) -> int | None:
-    """The height the chart was built with, read off the object: `to_dict()` would validate and convert the
-    whole chart (a quarter of a second on a loaded machine) only to be done again by `st.altair_chart`."""
+    """The height the chart was built with, read off the object: `to_dict()` would convert the whole chart
+    only for `draw_chart` to convert it again."""
     height = getattr(chart, "height", None)
     return int(height) if isinstance(height, int | float) else None
 
