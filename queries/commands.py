@@ -332,9 +332,22 @@ def run_materialize(args: argparse.Namespace) -> int:
 
 
 def _materialize_runs(args: argparse.Namespace) -> int:
-    parent = os.environ.get("TURNLENS_PARENT_PID")  # set by the collector that started this loop
+    # a loop folds its deltas on a thread beside its refreshes (`--fold`, folding at once, folds in line)
+    beside = None
+    if args.every is not None and not args.fold:
+        glob = layout.segments_glob(args.store)
+        beside = materialize.FoldBeside(args.store, glob, args.memory_limit, args.spill_dir)
+    try:
+        return _loop(args, beside)
+    finally:
+        if beside is not None:
+            beside.close()  # interrupted: the next run removes what it wrote
+
+
+def _loop(args: argparse.Namespace, beside: materialize.FoldBeside | None) -> int:
     own_busy = 0.0  # cores this process kept busy over the last run and pause (part of the load average)
     host_busy = None  # cores the whole host kept busy over the same time, measured
+    parent = os.environ.get("TURNLENS_PARENT_PID")  # set by the collector that started this loop
     while True:
         started, cpu, busy = time.monotonic(), time.process_time(), materialize.host_busy_seconds()
         threads = args.threads
@@ -342,7 +355,7 @@ def _materialize_runs(args: argparse.Namespace) -> int:
             # the load average counts tasks waiting for a core too: on two cores 1.5 of them busy read as 2.6
             load = os.getloadavg()[0] if host_busy is None else host_busy
             threads = materialize.idle_threads(load, os.cpu_count() or 1, own_busy)
-        code = _materialize_once(args, threads)
+        code = _materialize_once(args, threads, beside)
         if args.every is None:
             return code
         # runs start every interval; one that took longer is followed after half an interval, not a whole
@@ -371,7 +384,9 @@ def _resume_note(summary: dict[str, Any]) -> str:
     return ""
 
 
-def _materialize_once(args: argparse.Namespace, threads: int | None) -> int:
+def _materialize_once(
+    args: argparse.Namespace, threads: int | None, beside: materialize.FoldBeside | None = None
+) -> int:
     engine = None
     if args.engine == "spark":
         engine = spark_engine.SparkBuckets(
@@ -407,6 +422,7 @@ def _materialize_once(args: argparse.Namespace, threads: int | None) -> int:
                 refresh_copies_max=args.refresh_copies,
                 deltas_max=0 if args.fold else materialize.DEFAULT_DELTAS_MAX,
                 bootstrap=args.every is not None,  # a loop's first run on a small store: readable sooner
+                beside=beside,
             ),
         )
     except materialize.MaterializeBusy as exc:

@@ -35,7 +35,10 @@ import math
 import os
 import re
 import shutil
+import sys
+import threading
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -101,6 +104,12 @@ IDENTITY_PREFIX = ".identity-v"
 # written by a run before it writes anything, removed once it has ended well: found by the next run, it says a
 # run died (or failed) and may have left partition files no manifest names
 RUNNING_FILE = ".running"
+# a fold beside the refreshes (FoldBeside): `.folding-<id>` names its process, version and partitions from its
+# start until it is merged
+FOLD_PREFIX = ".folding-"
+FOLD_SPILL_DIR = ".fold-spill"  # where its connection spills (its own: DuckDB's spill files are per database)
+# a loop's refresh folds in line, waiting for a fold beside it, once this many deltas are named
+DELTAS_HARD_MAX = 2 * DEFAULT_DELTAS_MAX
 # stored copies a full build resolves each trace's identity over at once (whole_store_identity), past which it
 # does so a chunk of the traces at a time (10M at once peaked at 1.4 GB with a 1 GB limit; 30M ran out)
 IDENTITY_CHUNK_COPIES = 4_000_000
@@ -474,13 +483,7 @@ def _connect(
     if catalog.follow_move(store_dir, con):
         con.close()
         con = duckdb.connect(str(store_dir / catalog.CATALOG_FILE), read_only=True)
-    if threads:
-        con.execute(f"set threads = {int(threads)}")  # SET binds no parameters
-    spill = spill_folder(store_dir, spill_dir)
-    con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")
-    con.execute(f"set memory_limit = {catalog.sql_string(memory_limit or DEFAULT_MEMORY_LIMIT)}")
-    con.execute("set preserve_insertion_order = false")
-    con.execute("set parquet_metadata_cache = true")  # every view binds span_copies() and reads its footers
+    _configure(con, threads, spill_folder(store_dir, spill_dir), memory_limit)
     identity = (
         (DERIVED_SQL / "identity.sql")
         .read_text()
@@ -489,6 +492,16 @@ def _connect(
     for statement in catalog.split_statements(identity):
         con.execute(statement)
     return con
+
+
+def _configure(con: Any, threads: int | None, spill: Path, memory_limit: str | None) -> None:
+    """A materialiser connection's settings: its threads, where it spills and past which memory."""
+    if threads:
+        con.execute(f"set threads = {int(threads)}")  # SET binds no parameters
+    con.execute(f"set temp_directory = {catalog.sql_string(str(spill))}")
+    con.execute(f"set memory_limit = {catalog.sql_string(memory_limit or DEFAULT_MEMORY_LIMIT)}")
+    con.execute("set preserve_insertion_order = false")
+    con.execute("set parquet_metadata_cache = true")  # every view binds span_copies() and reads its footers
 
 
 def materialize(
@@ -507,6 +520,7 @@ def materialize(
     engine: BuildEngine | None = None,
     bootstrap: bool = False,
     refresh_copies_max: int = REFRESH_COPIES_MAX,
+    beside: FoldBeside | None = None,
 ) -> dict[str, Any]:
     """Brings the store's derived state up to now minus `margin_s` and rewrites the catalogue to read it.
 
@@ -517,7 +531,10 @@ def materialize(
 
     With `bootstrap` (the collector's loop), a store without usable derived state that holds no more than one
     bucket of copies gets an empty state covering nothing, and the run goes on as a refresh that takes every
-    copy as new: publishing once, without the full build's passes over the store (`_bootstrap`).
+    copy as new: publishing once, without the full build's passes over the store (`_bootstrap`). With
+    `beside` (the same loop's), a refresh folds the deltas on a thread of its own while the next refreshes go
+    on, and one of them merges the fold (FoldBeside); before a roll-up, after retention, and past
+    DELTAS_HARD_MAX deltas it still folds in line.
     A full build a run that died left incomplete is finished (its published buckets kept) when its inputs
     still hold (`_resume_refusal`; the summary's `not_resumed` says why not), even with `full`.
     A refresh when the current manifest is whole and written under the store's inputs, else a full build,
@@ -536,11 +553,11 @@ def materialize(
             found = read_manifest(store_dir)
             previous = current_snapshot(store_dir)
         with _timed("remove unpublished"):
-            _remove_unpublished(store_dir, found)
+            folding = _remove_unpublished(store_dir, found)
             running = store_dir / DERIVED_DIR / RUNNING_FILE
             segments.ensure_dir(running.parent)
             running.write_text(f"{os.getpid()}\n")
-        version = (found.version if found else 0) + 1
+        version = max([found.version if found else 0, *folding]) + 1
         with _timed("connect"):
             con = _connect(store_dir, segments_glob, threads, memory_limit, spill_dir)
         try:
@@ -550,11 +567,11 @@ def materialize(
                 run = _Run(store_dir, segments_glob, con, found.watermark, version)  # the build's watermark
                 manifest, summary = _resume_build(run, found, engine or LocalEngine())
             elif previous is not None and previous.complete and not full:
-                manifest, summary = _refresh(run, previous, deltas_max, refresh_copies_max)
+                manifest, summary = _refresh(run, previous, deltas_max, refresh_copies_max, beside)
             elif bootstrap and not full and run.stored_copies() <= bucket_spans:
                 empty = _bootstrap(run, found)
                 run = _Run(store_dir, segments_glob, con, watermark, version + 1)
-                manifest, summary = _refresh(run, empty, deltas_max, refresh_copies_max)
+                manifest, summary = _refresh(run, empty, deltas_max, refresh_copies_max, beside)
                 summary["mode"] = "bootstrap"
             else:
                 manifest, summary = _full_build(run, found, bucket_spans, engine or LocalEngine())
@@ -701,7 +718,7 @@ def _write_rollup(run: _Run, rollup: str, sources: list[Path], target: Path) -> 
     run.copy(select, target, step=f"write {rollup}")
 
 
-def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
+def _remove_unpublished(store_dir: Path, found: Manifest | None) -> set[int]:
     """Removes what a run that died wrote after the current version: no manifest names it, no reader sees
     it. Called under the derived-state lock, so no other materialiser is writing: every temporary file in the
     folder is a dead run's (DuckDB's spill files, a full build's per-unit inputs), and so is a versioned
@@ -714,9 +731,13 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     when a run may have left files there: the last run did not end well (RUNNING_FILE is there), there is no
     manifest, or a full build is not finished. A run that ended well left none, and listing every folder at
     each refresh cost 0.08 s at 150 partitions. (A run that died before RUNNING_FILE existed, under an older
-    turnlens, may leave files that are then never swept; no manifest names them, so no reader sees them.)"""
+    turnlens, may leave files that are then never swept; no manifest names them, so no reader sees them.)
+
+    A fold beside the refreshes (FoldBeside) that is under way keeps its files; the versions of those are
+    returned, and a run takes a later one. Those of one whose process died are removed."""
     newest = found.version if found else 0
     folder = store_dir / DERIVED_DIR
+    folding = _remove_dead_folds(folder, found)
     died = (folder / RUNNING_FILE).exists() or found is None or not found.complete
     resumable = f"{PLAN_PREFIX}{found.plan}" if found is not None and found.plan is not None else None
     for plan in folder.glob(f"{PLAN_PREFIX}*"):
@@ -731,7 +752,7 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
         for path in folder.glob(pattern):
             path.unlink(missing_ok=True)
     if died:
-        _remove_unpublished_partitions(folder, found)
+        _remove_unpublished_partitions(folder, found, folding)
     for path in [
         *folder.glob(f"{INDEX_DIR}/*-v*.parquet"),
         *folder.glob(f"{INDEX_DIR}/*-v*.npy"),
@@ -743,15 +764,19 @@ def _remove_unpublished(store_dir: Path, found: Manifest | None) -> None:
     # a full build's per-unit inputs and identity chunks: only that build reads them
     for shuffle in [*folder.glob(".shuffle-v*"), *folder.glob(f"{IDENTITY_PREFIX}*")]:
         shutil.rmtree(shuffle, ignore_errors=True)
+    return folding
 
 
-def _remove_unpublished_partitions(folder: Path, found: Manifest | None) -> None:
+def _remove_unpublished_partitions(folder: Path, found: Manifest | None, folding: set[int]) -> None:
     """Removes the partition files no manifest names that a run which died wrote: a later version's, an
-    unpublished bucket's of the current one, a bucket's slices before their join."""
+    unpublished bucket's of the current one, a bucket's slices before their join (not the files of a fold
+    under way, whose versions are `folding`)."""
     newest = found.version if found else 0
     named = found.files() if found else set()
     for path in folder.glob("*/*/v*.parquet"):  # a later version's partition files, an unpublished bucket's
         version = int(path.stem[1:])
+        if version in folding:
+            continue
         if version > newest or (version == newest and str(path) not in named):
             path.unlink(missing_ok=True)
     for path in folder.glob("*/*/.v*.slice-*.parquet"):  # never named: a bucket's slices, before their join
@@ -878,11 +903,12 @@ def _gone_segments(indexed_before: set[str], present: list[str]) -> list[str]:
 
 
 def _refresh(
-    run: _Run, previous: Manifest, deltas_max: int, copies_max: int
+    run: _Run, previous: Manifest, deltas_max: int, copies_max: int, beside: FoldBeside | None = None
 ) -> tuple[Manifest, dict[str, Any]]:
     """Writes the rows of the turns the copies received since the previous watermark touch as a delta; folds
-    the deltas into their partitions when they pile up. Of more than `copies_max` new copies it takes the
-    oldest (_backlog_cut) and leaves the rest to the next run."""
+    the deltas into their partitions when they pile up, in line or `beside` (FoldBeside), whose finished fold
+    it merges. Of more than `copies_max` new copies it takes the oldest (_backlog_cut) and leaves the rest to
+    the next run."""
     present = run.present_segments()
     indexed_before = _indexed(run, previous)  # notes a copied or moved store's index (follow_index)
     chunks, newest_copy, chunk_lists = _update_index(run, previous, present)
@@ -950,6 +976,10 @@ def _refresh(
         deltas=deltas,
     )
     folded: list[str] = []
+    fold_beside_s = None
+    if beside is not None and not beside.running and beside.base is not None:
+        fold_beside_s = round(beside.seconds, 3)
+        manifest, folded = beside.merge(run, manifest)
     roll_up = _roll_up_due(run, manifest)
     fold = bool(manifest.deltas) and (
         len(manifest.deltas) > deltas_max
@@ -957,6 +987,18 @@ def _refresh(
         or bool(gone)
         or roll_up
     )
+    start_beside = False
+    if fold and beside is not None:
+        # in line what must be whole when the run ends: before a roll-up, after retention, or when the deltas
+        # outgrew the fold beside (the same rows, for the partitions it has not folded)
+        if bool(gone) or roll_up or len(manifest.deltas) > DELTAS_HARD_MAX:
+            beside.wait()
+            fold_beside_s = round(beside.seconds, 3) if beside.base is not None else fold_beside_s
+            manifest, waited = beside.merge(run, manifest)
+            folded += waited
+            fold = bool(manifest.deltas)
+        else:
+            start_beside, fold = not beside.running, False
     if touched and (fold or roll_up):
         # the new rows are readers' before the fold and roll-up rewrite partitions (seconds for a large one):
         # this version publishes the delta, the next one, in the same run, the rewritten partitions
@@ -964,13 +1006,19 @@ def _refresh(
         run.version += 1
         manifest = replace(manifest, version=run.version)
     if fold:
-        manifest, folded = _fold(run, manifest)
+        manifest, in_line = _fold(run, manifest)
+        folded = sorted(set(folded) | set(in_line))
     manifest = publish(run, _roll_up(run, manifest))
+    if start_beside and manifest.deltas:
+        assert beside is not None
+        beside.start(manifest, run.version + 1)
     return manifest, {
         "mode": "refresh",
         "touched_turns": int(replaced),
         "written_partitions": sorted(touched),
         "folded_partitions": folded,
+        "fold_beside": "started" if start_beside and manifest.deltas else None,
+        "fold_beside_seconds": fold_beside_s,
         "deltas": len(manifest.deltas),
         "dropped_partitions": sorted(previous.parts() - manifest.parts()),
         "gone_segments": len(gone),
@@ -1052,22 +1100,203 @@ def _read_identity(run: _Run, previous: Manifest, parts: set[str] | None) -> Non
 
 
 def _fold(run: _Run, manifest: Manifest) -> tuple[Manifest, list[str]]:
-    """Folds every delta into the base files of the partitions the deltas touched, in this run's version:
-    each such partition is written again with its base rows of turns no delta replaced and the rows in force
-    of the deltas' turns that belong to it. The deltas leave the manifest; a partition left without turns is
-    dropped."""
+    """Folds every delta into the base files of the partitions the deltas touched, in this run's version
+    (_fold_files). The deltas leave the manifest; a partition left without turns is dropped."""
+    parts = _fold_files(run, manifest)
+    partitions = dict(manifest.partitions) | dict.fromkeys(parts, run.version)
+    folded = replace(manifest, partitions=partitions, deltas=[])
+    return _drop_empty(run, folded, set(parts)), parts
+
+
+def _fold_files(run: _Run, manifest: Manifest) -> list[str]:
+    """Writes, in the run's version, the base file of each partition the manifest's deltas touched: its base
+    rows of turns no delta replaced and the rows in force of the deltas' turns that belong to it. Returns
+    those partitions."""
     started = time.perf_counter()
     _apply_sql(run.con, "current.sql", {}, manifest, TABLES, temp=True)
     TIMINGS["define current"] += time.perf_counter() - started
     run.hold(("turnlens_superseded", *(f"turnlens_delta_{table}" for table in TABLES)))
-    parts = sorted({part for delta in manifest.deltas for part in delta["parts"]})
-    partitions = dict(manifest.partitions)
+    parts = sorted(manifest.unsettled_parts())
     for part in parts:
         for table in TABLES:
-            run.write_fold(table, part, manifest.partition_file(table, part) if part in partitions else None)
-        partitions[part] = run.version
-    folded = replace(manifest, partitions=partitions, deltas=[])
-    return _drop_empty(run, folded, set(parts)), parts
+            previous = manifest.partition_file(table, part) if part in manifest.partitions else None
+            run.write_fold(table, part, previous)
+    return parts
+
+
+class FoldBeside:
+    """Folds the deltas on a thread and a DuckDB connection of its own while a loop's refreshes go on
+    (`turnlens materialize --every`, the collector's materialiser).
+
+    Folded in line, a fold stopped the refreshes for as long as it rewrote its partitions (~9 s at 10,000
+    spans/s, every ~24 refreshes), and every finding acknowledged meanwhile waited for it. Beside them, the
+    fold rewrites the partitions the deltas of one published manifest (its `base`) touched, in a version the
+    loop's refreshes skip (`version`), and a later refresh merges it (`merge`): the partitions take the new
+    base files, the deltas folded leave the manifest. Deltas the refreshes wrote meanwhile stay: each is newer
+    than the fold's input, and a delta's rows override a partition's rows of the same turn whatever the
+    partition's version (derived/current.sql). The merge holds only if nothing else rewrote those partitions
+    or dropped those deltas meanwhile (another process's fold, between two of the loop's runs); otherwise the
+    fold's files are removed and the deltas stay for the next fold.
+
+    The fold reads only files the base manifest names, under a reader lease of its own; it connects to a copy
+    of the catalogue, since a second connection to the catalogue's own file would share the refreshes'
+    database (its settings, and the catalogue a refresh replaces). A marker (FOLD_PREFIX) names its process,
+    version and partitions until the merge: a run finding one of a dead process removes that version's files
+    (_remove_dead_folds)."""
+
+    def __init__(
+        self, store_dir: Path, segments_glob: str, memory_limit: str | None, spill_dir: Path | None
+    ) -> None:
+        self.store_dir = store_dir
+        self.segments_glob = segments_glob
+        self.memory_limit = memory_limit
+        self.spill_base = (spill_dir or store_dir / DERIVED_DIR) / FOLD_SPILL_DIR
+        self.base: Manifest | None = None  # the manifest being folded, None when no fold is under way
+        self.version = 0  # the version the fold's files take: the loop's next refresh takes a later one
+        self.parts: list[str] = []
+        self.empty: set[str] = set()  # folded partitions left without turns
+        self.error: BaseException | None = None
+        self.seconds = 0.0
+        self.marker = store_dir / DERIVED_DIR / f"{FOLD_PREFIX}{uuid.uuid4().hex}"
+        self._thread: threading.Thread | None = None
+        self._con: Any = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, base: Manifest, version: int) -> None:
+        """Starts folding `base`'s deltas into files of `version` (under the derived-state lock)."""
+        self.base, self.version, self.parts, self.empty, self.error = base, version, [], set(), None
+        marker = {
+            "pid": os.getpid(),
+            "started": _process_started(os.getpid()),
+            "host": segments.host_tag(),
+            "version": version,
+        }
+        target = self.marker
+        tmp = segments.tmp_path(target)
+        tmp.write_text(json.dumps(marker | {"parts": sorted(base.unsettled_parts())}) + "\n")
+        segments.publish(tmp, target)
+        self._thread = threading.Thread(target=self._fold, name="fold", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Interrupts a fold under way (its loop stops); its files stay for the next run to remove."""
+        con = self._con
+        if self.running and con is not None:
+            con.interrupt()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _fold(self) -> None:
+        started = time.perf_counter()
+        assert self.base is not None
+        try:
+            with leases.reading(self.store_dir, long=True):
+                own = spill_folder(self.store_dir, self.spill_base)
+                own.mkdir(parents=True, exist_ok=True)
+                catalogue = own / catalog.CATALOG_FILE
+                shutil.copyfile(self.store_dir / catalog.CATALOG_FILE, catalogue)
+                con = self._con = duckdb.connect(str(catalogue), read_only=True)
+                try:
+                    _configure(con, 1, own / SPILL_DIR, self.memory_limit)
+                    run = _Run(self.store_dir, self.segments_glob, con, self.base.watermark, self.version)
+                    self.parts = _fold_files(run, self.base)
+                    turns = {part: [str(run.partition_file("trace_turns", part))] for part in self.parts}
+                    self.empty = {part for part in self.parts if run.count(turns[part]) == 0}
+                    for part in sorted(set(self.parts) - self.empty):
+                        write_partition_rollups(run, part)
+                    for directory in sorted(run.written_dirs | {d.parent for d in run.written_dirs}):
+                        segments.fsync_dir(directory)
+                finally:
+                    self._con = None
+                    con.close()
+                    shutil.rmtree(own, ignore_errors=True)
+        except Exception as exc:  # noqa: BLE001 - any failure discards the fold; the refreshes go on
+            self.error = exc
+        self.seconds = time.perf_counter() - started
+
+    def merge(self, run: _Run, manifest: Manifest) -> tuple[Manifest, list[str]]:
+        """`manifest` with the finished fold's partitions and without the deltas it folded, and those
+        partitions; `manifest` unchanged while the fold runs or when none was started. A fold that failed, or
+        whose partitions or deltas changed since it began, is discarded."""
+        if self.base is None or self.running:
+            return manifest, []
+        base, self.base = self.base, None
+        folded = {int(delta["version"]) for delta in base.deltas}
+        unchanged = (
+            self.error is None
+            and manifest.complete
+            and manifest.inputs_sha256 == base.inputs_sha256
+            and folded <= {int(delta["version"]) for delta in manifest.deltas}
+            and all(manifest.partitions.get(part) == base.partitions.get(part) for part in self.parts)
+        )
+        if not unchanged:
+            if self.error is not None:
+                print(
+                    f"turnlens materialize: the fold beside the refreshes failed ({self.error});"
+                    " the deltas stay for the next fold",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            _remove_fold_files(run.folder, self.version, manifest.files(), self.marker)
+            return manifest, []
+        kept = set(self.parts) - self.empty
+        partitions = {p: v for p, v in manifest.partitions.items() if p not in self.empty}
+        merged = replace(
+            manifest,
+            partitions=partitions | dict.fromkeys(kept, self.version),
+            deltas=[delta for delta in manifest.deltas if int(delta["version"]) not in folded],
+        )
+        _remove_fold_files(run.folder, self.version, merged.files(), self.marker)  # empty partitions' files
+        return merged, self.parts
+
+
+def _remove_fold_files(folder: Path, version: int, named: set[str], marker: Path) -> None:
+    """Removes a fold's files of `version` that no manifest names (`named`), then its marker."""
+    for path in folder.glob(f"*/p=*/v{version}.parquet"):
+        if str(path) not in named:
+            path.unlink(missing_ok=True)
+    marker.unlink(missing_ok=True)
+
+
+def _process_started(pid: int) -> int | None:
+    """When a process of this host started, in clock ticks since boot (/proc/PID/stat; 0 where there is no
+    /proc), None when none runs under `pid`: a pid and its start time name one process, where a pid alone may
+    be a dead one's, reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        if Path("/proc/self/stat").exists():
+            return None
+        return 0 if segments.pid_alive(pid) else None
+    return int(stat.rsplit(")", 1)[1].split()[19])  # after the command's name: field 22, starttime
+
+
+def _remove_dead_folds(folder: Path, found: Manifest | None) -> set[int]:
+    """Removes the files no manifest names of each fold beside the refreshes whose process died (a marker,
+    FOLD_PREFIX, names its process and version); returns the versions of the folds under way, whose files
+    stay (another host's cannot be told from a dead one's, and stay too)."""
+    live: set[int] = set()
+    for marker in folder.glob(f"{FOLD_PREFIX}*"):
+        try:
+            body = json.loads(marker.read_text())
+            version, pid, started = int(body["version"]), int(body["pid"]), int(body["started"])
+        except FileNotFoundError:
+            continue  # merged meanwhile
+        except (OSError, ValueError, KeyError, TypeError):
+            marker.unlink(missing_ok=True)  # published whole or not at all: not a marker of ours
+            continue
+        if body.get("host") != segments.host_tag() or _process_started(pid) == started:
+            live.add(version)
+        else:
+            _remove_fold_files(folder, version, found.files() if found else set(), marker)
+    return live
 
 
 def _roll_up_due(run: _Run, manifest: Manifest) -> bool:

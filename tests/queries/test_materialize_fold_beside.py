@@ -1,0 +1,130 @@
+"""A loop's fold on a thread beside its refreshes (materialize.FoldBeside) leaves the live views' state.
+
+The fold rewrites the partitions of one published manifest's deltas while refreshes go on writing deltas; a
+later refresh merges it. The state must equal the live views whatever the refreshes wrote meanwhile (late
+spans of a turn the fold rewrote), a fold whose partitions another run rewrote first must be dropped, and a
+fold whose process died must leave no file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stagedstore import MINUTE_MS, StagedStore, received_ns, shifted
+from turnlens.queries import manifest as derived_manifest
+from turnlens.queries import materialize
+
+pytestmark = pytest.mark.slow  # each test runs several materialiser passes
+
+
+def _fold_version_files(staged: StagedStore, version: int) -> list[Path]:
+    return sorted((staged.dir / "derived").glob(f"*/p=*/v{version}.parquet"))
+
+
+def _two_deltas_then_a_fold(staged: StagedStore, contract_turn: Any, beside: Any) -> list[dict]:
+    """Two turns five minutes apart built, then two refreshes of late spans: the second starts a fold beside
+    (more than one delta named). Returns the later turn's tool spans, not sent yet."""
+    early = contract_turn(turn="early", key="k-early", trace="te", session="s-early", charged=False)
+    late = shifted(contract_turn(turn="late", key="k-late", trace="tl", session="s-late"), 5 * MINUTE_MS)
+    early_tools = [row for row in early if row["layer"] == "tool"]
+    late_tools = [row for row in late if row["layer"] == "tool"]
+    first_spans = [r for r in early if r not in early_tools] + [r for r in late if r not in late_tools]
+    staged.send(first_spans, 6 * MINUTE_MS)
+    assert staged.refresh(6 * MINUTE_MS + 1000, beside=beside, deltas_max=1)["mode"] == "full"
+    staged.send(early_tools, at_ms=6 * MINUTE_MS + 2000)
+    first = staged.refresh(6 * MINUTE_MS + 3000, beside=beside, deltas_max=1)
+    assert first["fold_beside"] is None and first["deltas"] == 1
+    staged.send(early, at_ms=6 * MINUTE_MS + 4000)  # an exporter retries the whole early turn
+    second = staged.refresh(6 * MINUTE_MS + 5000, beside=beside, deltas_max=1)
+    assert second["fold_beside"] == "started" and second["folded_partitions"] == []
+    assert second["deltas"] == 2, "the deltas stay named until the fold is merged"
+    staged.assert_equal_to_live()
+    return late_tools
+
+
+def test_a_fold_beside_is_merged_under_the_deltas_written_meanwhile(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    beside = materialize.FoldBeside(staged.dir, staged.glob, None, None)
+    late_tools = _two_deltas_then_a_fold(staged, contract_turn, beside)
+    beside.wait()
+    assert beside.error is None and beside.parts, "the early turn's partition was folded"
+    folded_version = beside.version
+
+    # the later turn's tool spans arrive after the fold began: their delta is newer than the fold's input
+    staged.send(late_tools, at_ms=6 * MINUTE_MS + 6000)
+    merged = staged.refresh(6 * MINUTE_MS + 7000, beside=beside, deltas_max=1)
+    assert merged["folded_partitions"] == beside.parts and merged["fold_beside_seconds"] is not None
+    assert merged["deltas"] == 1, "the folded deltas left the manifest, the new one stays"
+    assert merged["version"] > folded_version, "the refreshes skip the fold's version"
+    manifest = derived_manifest.current_snapshot(staged.dir)
+    assert manifest is not None
+    assert {manifest.partitions[part] for part in beside.parts} == {folded_version}
+    assert not beside.marker.exists()
+    staged.assert_equal_to_live()
+    assert "unbilled_side_effect" in staged.kinds("early"), "the retried turn still has its finding"
+
+
+def test_a_fold_whose_partitions_another_run_rewrote_is_dropped(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    beside = materialize.FoldBeside(staged.dir, staged.glob, None, None)
+    _two_deltas_then_a_fold(staged, contract_turn, beside)
+    beside.wait()
+    assert _fold_version_files(staged, beside.version), "the fold wrote its partitions"
+
+    # another process folds in line between two of the loop's runs: it must not take the fold's version
+    other = staged.refresh(6 * MINUTE_MS + 6000, deltas_max=0)
+    assert other["folded_partitions"] and other["version"] > beside.version
+    derived = staged.assert_equal_to_live()
+
+    after = staged.refresh(6 * MINUTE_MS + 7000, beside=beside, deltas_max=1)
+    assert after["folded_partitions"] == [], "the loop's fold was of partitions rewritten since"
+    assert _fold_version_files(staged, beside.version) == []
+    assert not beside.marker.exists()
+    assert staged.assert_equal_to_live() == derived
+
+
+CHILD = """
+import os, signal, sys
+from pathlib import Path
+from turnlens.queries import materialize
+store, glob, now_ns = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+beside = materialize.FoldBeside(store, glob, None, None)
+summary = materialize.materialize(store, glob, margin_s=0, now_ns=now_ns, deltas_max=1, beside=beside)
+assert summary["fold_beside"] == "started", summary
+os.kill(os.getpid(), signal.SIGKILL)  # while the fold runs, or before its merge
+"""
+
+
+def test_a_fold_whose_process_was_killed_leaves_no_file(staged: StagedStore, contract_turn: Any) -> None:
+    early = contract_turn(turn="early", key="k-early", trace="te", session="s-early")
+    staged.send(early, at_ms=1000)
+    staged.refresh(2000)
+    staged.send(early, at_ms=3000)  # retried exports: a delta each, the second run's starting a fold
+    staged.refresh(3500, deltas_max=1)
+    staged.send(early, at_ms=4000)
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, str(staged.dir), staged.glob, str(received_ns(4500))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    [marker] = (staged.dir / "derived").glob(f"{materialize.FOLD_PREFIX}*")  # under way, or not merged
+    version = int(json.loads(marker.read_text())["version"])
+
+    after = staged.refresh(5000)
+    assert not marker.exists()
+    named = derived_manifest.current_snapshot(staged.dir)
+    assert named is not None
+    leftover = [str(path) for path in _fold_version_files(staged, version) if str(path) not in named.files()]
+    assert leftover == []
+    assert after["mode"] == "refresh"
+    staged.assert_equal_to_live()
