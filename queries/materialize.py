@@ -163,6 +163,9 @@ TIMINGS: dict[str, float] = defaultdict(float)  # seconds per step of the last m
 # CPU seconds per step (every thread of the process, DuckDB's included): on a machine other work shares, what
 # a step costs, where TIMINGS also counts the time it waited for a core
 CPU_TIMINGS: dict[str, float] = defaultdict(float)
+# a thread's own pair of those (a fold beside the refreshes: FoldBeside): else the step times of the run it is
+# beside would count its steps too
+_OWN_TIMINGS = threading.local()
 _PHASE = re.compile(r"^-- phase: (\w+)$", re.MULTILINE)
 _TEMP_VIEW = re.compile(r"create or replace temp view (\w+) as")
 
@@ -254,15 +257,18 @@ class _Run:
         self.cutoff = _hour_floor(watermark - int(ROLLUP_AFTER_S * 1e9))
 
     def step(
-        self, name: str, values: Mapping[str, str] | None = None, params: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        values: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
+        timed_as: str | None = None,
     ) -> Any:
-        """Runs one step's statements; returns the last one's cursor."""
-        started, cpu = time.perf_counter(), time.process_time()
-        result = None
-        for statement in catalog.split_statements(fill(self.steps[name], values or {})):
-            result = self.con.execute(statement, catalog._params_of(statement, params or {}))
-        TIMINGS[name] += time.perf_counter() - started
-        CPU_TIMINGS[name] += time.process_time() - cpu
+        """Runs one step's statements, its time counted to `timed_as` (by default its name); returns the last
+        one's cursor."""
+        with _timed(timed_as or name):
+            result = None
+            for statement in catalog.split_statements(fill(self.steps[name], values or {})):
+                result = self.con.execute(statement, catalog._params_of(statement, params or {}))
         return result
 
     def fresh_phase(self, phase: str, values: Mapping[str, str], held: tuple[str, ...] = ()) -> None:
@@ -284,8 +290,7 @@ class _Run:
                 self.held_rows[view[1]] = int(rows)
                 for name in last_read.get(view[1], ()):
                     self.con.execute(f"drop table {name}")
-                TIMINGS[f"hold {view[1]}"] += time.perf_counter() - holding
-                CPU_TIMINGS[f"hold {view[1]}"] += time.process_time() - holding_cpu
+                _add_time(f"hold {view[1]}", time.perf_counter() - holding, time.process_time() - holding_cpu)
                 started += time.perf_counter() - holding
                 cpu += time.process_time() - holding_cpu
             elif view is not None:
@@ -294,15 +299,12 @@ class _Run:
                 self.con.execute(unbound_view(statement))
             else:
                 self.con.execute(statement)
-        TIMINGS[f"define {phase}"] += time.perf_counter() - started
-        CPU_TIMINGS[f"define {phase}"] += time.process_time() - cpu
+        _add_time(f"define {phase}", time.perf_counter() - started, time.process_time() - cpu)
 
     def hold(self, names: tuple[str, ...]) -> None:
         """Computes relations of the fresh part once each, in order, and reads them from memory afterwards."""
         for name in names:
-            self.step("hold", {"name": name})
-            TIMINGS[f"hold {name}"] += TIMINGS.pop("hold")
-            CPU_TIMINGS[f"hold {name}"] += CPU_TIMINGS.pop("hold")
+            self.step("hold", {"name": name}, timed_as=f"hold {name}")
 
     def copy(self, select: str, target: Path, order_by: str | None = None, step: str | None = None) -> None:
         """Writes a query's rows to one Parquet file (sorted, in small row groups, when `order_by` names the
@@ -648,8 +650,14 @@ def _timed(name: str) -> Iterator[None]:
     try:
         yield
     finally:
-        TIMINGS[name] += time.perf_counter() - started
-        CPU_TIMINGS[name] += time.process_time() - cpu
+        _add_time(name, time.perf_counter() - started, time.process_time() - cpu)
+
+
+def _add_time(name: str, wall: float, cpu: float) -> None:
+    """Counts wall and CPU seconds to a step of TIMINGS and CPU_TIMINGS, or of this thread's own pair."""
+    wall_times, cpu_times = getattr(_OWN_TIMINGS, "pair", (TIMINGS, CPU_TIMINGS))
+    wall_times[name] += wall
+    cpu_times[name] += cpu
 
 
 def publish(run: _Run, manifest: Manifest) -> Manifest:
@@ -976,10 +984,10 @@ def _refresh(
         deltas=deltas,
     )
     folded: list[str] = []
-    fold_beside_s = None
+    fold_beside_s: tuple[float, float] | None = None  # the merged fold's wall and CPU seconds
     if beside is not None and not beside.running and beside.base is not None:
-        fold_beside_s = round(beside.seconds, 3)
         manifest, folded = beside.merge(run, manifest)
+        fold_beside_s = (beside.seconds, beside.cpu_seconds)
     roll_up = _roll_up_due(run, manifest)
     fold = bool(manifest.deltas) and (
         len(manifest.deltas) > deltas_max
@@ -993,7 +1001,8 @@ def _refresh(
         # outgrew the fold beside (the same rows, for the partitions it has not folded)
         if bool(gone) or roll_up or len(manifest.deltas) > DELTAS_HARD_MAX:
             beside.wait()
-            fold_beside_s = round(beside.seconds, 3) if beside.base is not None else fold_beside_s
+            if beside.base is not None:
+                fold_beside_s = (beside.seconds, beside.cpu_seconds)
             manifest, waited = beside.merge(run, manifest)
             folded += waited
             fold = bool(manifest.deltas)
@@ -1018,7 +1027,8 @@ def _refresh(
         "written_partitions": sorted(touched),
         "folded_partitions": folded,
         "fold_beside": "started" if start_beside and manifest.deltas else None,
-        "fold_beside_seconds": fold_beside_s,
+        "fold_beside_seconds": None if fold_beside_s is None else round(fold_beside_s[0], 3),
+        "fold_beside_cpu_seconds": None if fold_beside_s is None else round(fold_beside_s[1], 3),
         "deltas": len(manifest.deltas),
         "dropped_partitions": sorted(previous.parts() - manifest.parts()),
         "gone_segments": len(gone),
@@ -1112,9 +1122,8 @@ def _fold_files(run: _Run, manifest: Manifest) -> list[str]:
     """Writes, in the run's version, the base file of each partition the manifest's deltas touched: its base
     rows of turns no delta replaced and the rows in force of the deltas' turns that belong to it. Returns
     those partitions."""
-    started = time.perf_counter()
-    _apply_sql(run.con, "current.sql", {}, manifest, TABLES, temp=True)
-    TIMINGS["define current"] += time.perf_counter() - started
+    with _timed("define current"):
+        _apply_sql(run.con, "current.sql", {}, manifest, TABLES, temp=True)
     run.hold(("turnlens_superseded", *(f"turnlens_delta_{table}" for table in TABLES)))
     parts = sorted(manifest.unsettled_parts())
     for part in parts:
@@ -1156,7 +1165,7 @@ class FoldBeside:
         self.parts: list[str] = []
         self.empty: set[str] = set()  # folded partitions left without turns
         self.error: BaseException | None = None
-        self.seconds = 0.0
+        self.seconds = self.cpu_seconds = 0.0  # the last fold's, wall and CPU
         self.marker = store_dir / DERIVED_DIR / f"{FOLD_PREFIX}{uuid.uuid4().hex}"
         self._thread: threading.Thread | None = None
         self._con: Any = None
@@ -1194,7 +1203,8 @@ class FoldBeside:
             self._thread.join(timeout_s)
 
     def _fold(self) -> None:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()  # one DuckDB thread: this one
+        _OWN_TIMINGS.pair = (defaultdict(float), defaultdict(float))
         assert self.base is not None
         try:
             with leases.reading(self.store_dir, long=True):
@@ -1220,6 +1230,7 @@ class FoldBeside:
         except Exception as exc:  # noqa: BLE001 - any failure discards the fold; the refreshes go on
             self.error = exc
         self.seconds = time.perf_counter() - started
+        self.cpu_seconds = time.thread_time() - cpu
 
     def merge(self, run: _Run, manifest: Manifest) -> tuple[Manifest, list[str]]:
         """`manifest` with the finished fold's partitions and without the deltas it folded, and those
