@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -562,6 +562,8 @@ def materialize(
         version = max([found.version if found else 0, *folding]) + 1
         with _timed("connect"):
             con = _connect(store_dir, segments_glob, threads, memory_limit, spill_dir)
+        # the folds beside another loop's refreshes (of another process, or on another host)
+        elsewhere = folding - ({beside.version} if beside is not None and beside.base is not None else set())
         try:
             run = _Run(store_dir, segments_glob, con, watermark, version)
             refused = None if found is None or found.complete else _resume_refusal(run, found)
@@ -569,7 +571,7 @@ def materialize(
                 run = _Run(store_dir, segments_glob, con, found.watermark, version)  # the build's watermark
                 manifest, summary = _resume_build(run, found, engine or LocalEngine())
             elif previous is not None and previous.complete and not full:
-                manifest, summary = _refresh(run, previous, deltas_max, refresh_copies_max, beside)
+                manifest, summary = _refresh(run, previous, deltas_max, refresh_copies_max, beside, elsewhere)
             elif bootstrap and not full and run.stored_copies() <= bucket_spans:
                 empty = _bootstrap(run, found)
                 run = _Run(store_dir, segments_glob, con, watermark, version + 1)
@@ -911,12 +913,18 @@ def _gone_segments(indexed_before: set[str], present: list[str]) -> list[str]:
 
 
 def _refresh(
-    run: _Run, previous: Manifest, deltas_max: int, copies_max: int, beside: FoldBeside | None = None
+    run: _Run,
+    previous: Manifest,
+    deltas_max: int,
+    copies_max: int,
+    beside: FoldBeside | None = None,
+    elsewhere: Collection[int] = (),
 ) -> tuple[Manifest, dict[str, Any]]:
     """Writes the rows of the turns the copies received since the previous watermark touch as a delta; folds
     the deltas into their partitions when they pile up, in line or `beside` (FoldBeside), whose finished fold
-    it merges. Of more than `copies_max` new copies it takes the oldest (_backlog_cut) and leaves the rest to
-    the next run."""
+    it merges; not beside while another loop's fold is under way (`elsewhere`: their versions), which would
+    fold the same deltas. Of more than `copies_max` new copies it takes the oldest (_backlog_cut) and leaves
+    the rest to the next run."""
     present = run.present_segments()
     indexed_before = _indexed(run, previous)  # notes a copied or moved store's index (follow_index)
     chunks, newest_copy, chunk_lists = _update_index(run, previous, present)
@@ -1007,7 +1015,7 @@ def _refresh(
             folded += waited
             fold = bool(manifest.deltas)
         else:
-            start_beside, fold = not beside.running, False
+            start_beside, fold = not beside.running and not elsewhere, False
     if touched and (fold or roll_up):
         # the new rows are readers' before the fold and roll-up rewrite partitions (seconds for a large one):
         # this version publishes the delta, the next one, in the same run, the rewritten partitions

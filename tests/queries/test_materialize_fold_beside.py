@@ -91,6 +91,25 @@ def test_a_fold_whose_partitions_another_run_rewrote_is_dropped(
     assert staged.assert_equal_to_live() == derived
 
 
+def test_a_loop_does_not_fold_beside_while_another_loops_fold_is_under_way(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    first = materialize.FoldBeside(staged.dir, staged.glob, None, None)
+    second = materialize.FoldBeside(staged.dir, staged.glob, None, None)  # another loop on the same store
+    late_tools = _two_deltas_then_a_fold(staged, contract_turn, first)
+    first.wait()
+
+    # the other loop gets the lock first: a fold is due, but the first loop's would fold the same deltas
+    staged.send(late_tools, at_ms=6 * MINUTE_MS + 6000)
+    other = staged.refresh(6 * MINUTE_MS + 7000, beside=second, deltas_max=1)
+    assert other["deltas"] == 3 and other["fold_beside"] is None and second.base is None
+    staged.assert_equal_to_live()
+
+    merged = staged.refresh(6 * MINUTE_MS + 8000, beside=first, deltas_max=1)
+    assert merged["folded_partitions"] == first.parts and merged["deltas"] == 1
+    staged.assert_equal_to_live()
+
+
 CHILD = """
 import os, signal, sys
 from pathlib import Path
