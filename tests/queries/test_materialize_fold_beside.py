@@ -12,11 +12,12 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from stagedstore import MINUTE_MS, StagedStore, received_ns, shifted
+from stagedstore import MINUTE_MS, T0_MS, StagedStore, received_ns, shifted
 from turnlens.queries import manifest as derived_manifest
 from turnlens.queries import materialize
 
@@ -146,4 +147,42 @@ def test_a_fold_whose_process_was_killed_leaves_no_file(staged: StagedStore, con
     leftover = [str(path) for path in _fold_version_files(staged, version) if str(path) not in named.files()]
     assert leftover == []
     assert after["mode"] == "refresh"
+    staged.assert_equal_to_live()
+
+
+def test_a_loop_stopped_while_it_folds_beside_exits_cleanly_and_leaves_nothing(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    # a turn two minutes ago (a recent minute partition: no roll-up is due), exported 26 times: 25 deltas
+    ago = int(time.time() * 1000) - T0_MS - 2 * MINUTE_MS
+    turn = shifted(contract_turn(turn="t", key="k-t", trace="tt", session="s-t"), ago)
+    staged.send(turn, at_ms=ago + 1000)
+    staged.refresh(ago + 1100, deltas_max=100)
+    for n in range(materialize.DEFAULT_DELTAS_MAX + 1):
+        staged.send(turn, at_ms=ago + 2000 + 100 * n)
+        staged.refresh(ago + 2050 + 100 * n, deltas_max=100)
+
+    # the collector's loop: its first run finds the deltas past the default and folds beside its refreshes
+    loop = subprocess.Popen(
+        [sys.executable, "-m", "turnlens.cli", "materialize", "--store", str(staged.dir), "--every", "0.05"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline, markers = time.monotonic() + 60, []
+    while not markers and time.monotonic() < deadline and loop.poll() is None:
+        markers = sorted((staged.dir / "derived").glob(f"{materialize.FOLD_PREFIX}*"))
+        time.sleep(0.005)
+    assert markers, "the loop started a fold beside its refreshes"
+    version = int(json.loads(markers[0].read_text())["version"])
+    loop.send_signal(signal.SIGTERM)  # as the collector stops it: the fold under way, or not merged yet
+    _, stderr = loop.communicate(timeout=30)
+    assert loop.returncode == 128 + signal.SIGTERM and "Traceback" not in stderr, stderr
+
+    staged.refresh(int(time.time() * 1000) - T0_MS)
+    assert list((staged.dir / "derived").glob(f"{materialize.FOLD_PREFIX}*")) == []
+    named = derived_manifest.current_snapshot(staged.dir)
+    assert named is not None
+    left = [str(path) for path in _fold_version_files(staged, version) if str(path) not in named.files()]
+    assert left == [], "the stopped fold's files are removed (or were merged)"
     staged.assert_equal_to_live()
