@@ -2,8 +2,9 @@
 
 The fold rewrites the partitions of one published manifest's deltas while refreshes go on writing deltas; a
 later refresh merges it. The state must equal the live views whatever the refreshes wrote meanwhile (late
-spans of a turn the fold rewrote), a fold whose partitions another run rewrote first must be dropped, and a
-fold whose process died must leave no file behind.
+spans of a turn the fold rewrote), a fold whose partitions another run rewrote first must be dropped, a second
+loop on the store must not fold the same deltas meanwhile, and a loop killed or stopped while it folds must
+leave no file behind.
 """
 
 from __future__ import annotations
