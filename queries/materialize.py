@@ -104,8 +104,8 @@ IDENTITY_PREFIX = ".identity-v"
 # written by a run before it writes anything, removed once it has ended well: found by the next run, it says a
 # run died (or failed) and may have left partition files no manifest names
 RUNNING_FILE = ".running"
-# a fold beside the refreshes (FoldBeside): `.folding-<id>` names its process, version and partitions from its
-# start until it is merged
+# a fold beside the refreshes (FoldBeside): `.folding-<id>` names its process and version from its start until
+# it is merged
 FOLD_PREFIX = ".folding-"
 FOLD_SPILL_DIR = ".fold-spill"  # where its connection spills (its own: DuckDB's spill files are per database)
 # a loop's refresh folds in line, waiting for a fold beside it, once this many deltas are named
@@ -575,7 +575,7 @@ def materialize(
             elif bootstrap and not full and run.stored_copies() <= bucket_spans:
                 empty = _bootstrap(run, found)
                 run = _Run(store_dir, segments_glob, con, watermark, version + 1)
-                manifest, summary = _refresh(run, empty, deltas_max, refresh_copies_max, beside)
+                manifest, summary = _refresh(run, empty, deltas_max, refresh_copies_max, beside, elsewhere)
                 summary["mode"] = "bootstrap"
             else:
                 manifest, summary = _full_build(run, found, bucket_spans, engine or LocalEngine())
@@ -992,10 +992,9 @@ def _refresh(
         deltas=deltas,
     )
     folded: list[str] = []
-    fold_beside_s: tuple[float, float] | None = None  # the merged fold's wall and CPU seconds
-    if beside is not None and not beside.running and beside.base is not None:
-        manifest, folded = beside.merge(run, manifest)
-        fold_beside_s = (beside.seconds, beside.cpu_seconds)
+    took: tuple[float, float] | None = None  # the wall and CPU seconds of the fold beside merged (or dropped)
+    if beside is not None:
+        manifest, folded, took = beside.merge(run, manifest)
     roll_up = _roll_up_due(run, manifest)
     fold = bool(manifest.deltas) and (
         len(manifest.deltas) > deltas_max
@@ -1008,11 +1007,8 @@ def _refresh(
         # in line what must be whole when the run ends: before a roll-up, after retention, or when the deltas
         # outgrew the fold beside (the same rows, for the partitions it has not folded)
         if bool(gone) or roll_up or len(manifest.deltas) > DELTAS_HARD_MAX:
-            beside.wait()
-            if beside.base is not None:
-                fold_beside_s = (beside.seconds, beside.cpu_seconds)
-            manifest, waited = beside.merge(run, manifest)
-            folded += waited
+            manifest, waited, waited_took = beside.merge(run, manifest, wait=True)
+            folded, took = folded + waited, waited_took or took
             fold = bool(manifest.deltas)
         else:
             start_beside, fold = not beside.running and not elsewhere, False
@@ -1026,7 +1022,8 @@ def _refresh(
         manifest, in_line = _fold(run, manifest)
         folded = sorted(set(folded) | set(in_line))
     manifest = publish(run, _roll_up(run, manifest))
-    if start_beside and manifest.deltas:
+    start_beside = start_beside and bool(manifest.deltas)
+    if start_beside:
         assert beside is not None
         beside.start(manifest, run.version + 1)
     return manifest, {
@@ -1034,9 +1031,9 @@ def _refresh(
         "touched_turns": int(replaced),
         "written_partitions": sorted(touched),
         "folded_partitions": folded,
-        "fold_beside": "started" if start_beside and manifest.deltas else None,
-        "fold_beside_seconds": None if fold_beside_s is None else round(fold_beside_s[0], 3),
-        "fold_beside_cpu_seconds": None if fold_beside_s is None else round(fold_beside_s[1], 3),
+        "fold_beside": "started" if start_beside else None,
+        "fold_beside_seconds": None if took is None else round(took[0], 3),
+        "fold_beside_cpu_seconds": None if took is None else round(took[1], 3),
         "deltas": len(manifest.deltas),
         "dropped_partitions": sorted(previous.parts() - manifest.parts()),
         "gone_segments": len(gone),
@@ -1157,8 +1154,8 @@ class FoldBeside:
 
     The fold reads only files the base manifest names, under a reader lease of its own; it connects to a copy
     of the catalogue, since a second connection to the catalogue's own file would share the refreshes'
-    database (its settings, and the catalogue a refresh replaces). A marker (FOLD_PREFIX) names its process,
-    version and partitions until the merge: a run finding one of a dead process removes that version's files
+    database (its settings, and the catalogue a refresh replaces). A marker (FOLD_PREFIX) names its process
+    and version until the merge: a run finding one of a dead process removes that version's files
     (_remove_dead_folds)."""
 
     def __init__(
@@ -1191,10 +1188,9 @@ class FoldBeside:
             "host": segments.host_tag(),
             "version": version,
         }
-        target = self.marker
-        tmp = segments.tmp_path(target)
-        tmp.write_text(json.dumps(marker | {"parts": sorted(base.unsettled_parts())}) + "\n")
-        segments.publish(tmp, target)
+        tmp = segments.tmp_path(self.marker)
+        tmp.write_text(json.dumps(marker) + "\n")
+        segments.publish(tmp, self.marker)
         self._thread = threading.Thread(target=self._fold, name="fold", daemon=True)
         self._thread.start()
 
@@ -1240,13 +1236,19 @@ class FoldBeside:
         self.seconds = time.perf_counter() - started
         self.cpu_seconds = time.thread_time() - cpu
 
-    def merge(self, run: _Run, manifest: Manifest) -> tuple[Manifest, list[str]]:
-        """`manifest` with the finished fold's partitions and without the deltas it folded, and those
-        partitions; `manifest` unchanged while the fold runs or when none was started. A fold that failed, or
-        whose partitions or deltas changed since it began, is discarded."""
+    def merge(
+        self, run: _Run, manifest: Manifest, wait: bool = False
+    ) -> tuple[Manifest, list[str], tuple[float, float] | None]:
+        """`manifest` with the finished fold's partitions and without the deltas it folded, those partitions,
+        and the fold's wall and CPU seconds; `manifest` unchanged (and None) while the fold runs, unless
+        `wait`, or when none was started. A fold that failed, or whose partitions or deltas changed since it
+        began, is discarded."""
+        if wait:
+            self.wait()
         if self.base is None or self.running:
-            return manifest, []
+            return manifest, [], None
         base, self.base = self.base, None
+        took = (self.seconds, self.cpu_seconds)
         folded = {int(delta["version"]) for delta in base.deltas}
         unchanged = (
             self.error is None
@@ -1264,7 +1266,7 @@ class FoldBeside:
                     flush=True,
                 )
             _remove_fold_files(run.folder, self.version, manifest.files(), self.marker)
-            return manifest, []
+            return manifest, [], took
         kept = set(self.parts) - self.empty
         partitions = {p: v for p, v in manifest.partitions.items() if p not in self.empty}
         merged = replace(
@@ -1273,12 +1275,12 @@ class FoldBeside:
             deltas=[delta for delta in manifest.deltas if int(delta["version"]) not in folded],
         )
         _remove_fold_files(run.folder, self.version, merged.files(), self.marker)  # empty partitions' files
-        return merged, self.parts
+        return merged, self.parts, took
 
 
 def _remove_fold_files(folder: Path, version: int, named: set[str], marker: Path) -> None:
     """Removes a fold's files of `version` that no manifest names (`named`), then its marker."""
-    for path in folder.glob(f"*/p=*/v{version}.parquet"):
+    for path in folder.glob(f"*/*/v{version}.parquet"):
         if str(path) not in named:
             path.unlink(missing_ok=True)
     marker.unlink(missing_ok=True)

@@ -25,6 +25,11 @@ from turnlens.queries import materialize
 pytestmark = pytest.mark.slow  # each test runs several materialiser passes
 
 
+def _beside(staged: StagedStore) -> materialize.FoldBeside:
+    """A loop's fold beside its refreshes, as `turnlens materialize --every` makes it."""
+    return materialize.FoldBeside(staged.dir, staged.glob, None, None)
+
+
 def _fold_version_files(staged: StagedStore, version: int) -> list[Path]:
     return sorted((staged.dir / "derived").glob(f"*/p=*/v{version}.parquet"))
 
@@ -53,7 +58,7 @@ def _two_deltas_then_a_fold(staged: StagedStore, contract_turn: Any, beside: Any
 def test_a_fold_beside_is_merged_under_the_deltas_written_meanwhile(
     staged: StagedStore, contract_turn: Any
 ) -> None:
-    beside = materialize.FoldBeside(staged.dir, staged.glob, None, None)
+    beside = _beside(staged)
     late_tools = _two_deltas_then_a_fold(staged, contract_turn, beside)
     beside.wait()
     assert beside.error is None and beside.parts, "the early turn's partition was folded"
@@ -76,7 +81,7 @@ def test_a_fold_beside_is_merged_under_the_deltas_written_meanwhile(
 def test_a_fold_whose_partitions_another_run_rewrote_is_dropped(
     staged: StagedStore, contract_turn: Any
 ) -> None:
-    beside = materialize.FoldBeside(staged.dir, staged.glob, None, None)
+    beside = _beside(staged)
     _two_deltas_then_a_fold(staged, contract_turn, beside)
     beside.wait()
     assert _fold_version_files(staged, beside.version), "the fold wrote its partitions"
@@ -96,8 +101,8 @@ def test_a_fold_whose_partitions_another_run_rewrote_is_dropped(
 def test_a_loop_does_not_fold_beside_while_another_loops_fold_is_under_way(
     staged: StagedStore, contract_turn: Any
 ) -> None:
-    first = materialize.FoldBeside(staged.dir, staged.glob, None, None)
-    second = materialize.FoldBeside(staged.dir, staged.glob, None, None)  # another loop on the same store
+    first = _beside(staged)
+    second = _beside(staged)  # another loop on the same store
     late_tools = _two_deltas_then_a_fold(staged, contract_turn, first)
     first.wait()
 
