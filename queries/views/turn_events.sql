@@ -304,21 +304,24 @@ exploded as (  -- every row a span gives, each with its own attributes: its star
     from (select *, unnest(events) as event, generate_subscripts(events, 1)::bigint as event_index from typed_spans)
 ),
 
-all_rows as (  -- each row's own attributes parsed once
+all_rows as (  -- each row's own attributes parsed once, into a struct of the keys read below (json_transform:
+    -- a key's value as json_extract_string gives it; null when absent). A list of 26 paths cost 1.8 s against 1.0 s
+    -- for the 2.97M rows of 250,000 spans, most of them stream progress events
     select
         * exclude (own_attributes),
-        json_extract_string(own_attributes, [
-            '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
-            '$."turnlens.tool.tier"', '$."turnlens.tool.dispatch"', '$."turnlens.tool.billable"',
-            '$."turnlens.tool.requires_approval"', '$."turnlens.cancel.origin"',
-            '$."gen_ai.response.finish_reasons"[0]', '$."gen_ai.response.finish_reasons"',
-            '$."turnlens.stream.tokens"', '$."turnlens.third_party.status"', '$."turnlens.third_party.replayed"',
-            '$."turnlens.billing.kind"', '$."turnlens.billing.amount"', '$."turnlens.billing.tokens"',
-            '$."turnlens.input.kind"',
-            '$."gen_ai.usage.input_tokens"', '$."llm.token_count.prompt"', '$."gen_ai.usage.prompt_tokens"',
-            '$."gen_ai.usage.output_tokens"', '$."llm.token_count.completion"', '$."gen_ai.usage.completion_tokens"',
-            '$."operation.cost"', '$."llm.cost.total"'
-        ]) as own,
+        json_transform(own_attributes, '{
+            "gen_ai.tool.call.id": "VARCHAR", "gen_ai.tool.name": "VARCHAR", "tool.name": "VARCHAR",
+            "turnlens.idempotency_key": "VARCHAR", "turnlens.tool.tier": "VARCHAR", "turnlens.tool.dispatch": "VARCHAR",
+            "turnlens.tool.billable": "VARCHAR", "turnlens.tool.requires_approval": "VARCHAR",
+            "turnlens.cancel.origin": "VARCHAR", "gen_ai.response.finish_reasons": "VARCHAR",
+            "turnlens.stream.tokens": "VARCHAR", "turnlens.third_party.status": "VARCHAR",
+            "turnlens.third_party.replayed": "VARCHAR", "turnlens.billing.kind": "VARCHAR",
+            "turnlens.billing.amount": "VARCHAR", "turnlens.billing.tokens": "VARCHAR", "turnlens.input.kind": "VARCHAR",
+            "gen_ai.usage.input_tokens": "VARCHAR", "llm.token_count.prompt": "VARCHAR",
+            "gen_ai.usage.prompt_tokens": "VARCHAR", "gen_ai.usage.output_tokens": "VARCHAR",
+            "llm.token_count.completion": "VARCHAR", "gen_ai.usage.completion_tokens": "VARCHAR",
+            "operation.cost": "VARCHAR", "llm.cost.total": "VARCHAR"
+        }') as own,
         own_attributes as attributes,
         case
             when source = 'event' and not (name = 'exception' or name ilike '%chunk%'
@@ -342,8 +345,8 @@ clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by
             ((span_hlc >> 16) + (wall_ns - start_time_unix_nano) // 1000000) << 16,
             (wall_ns // 1000000) << 16
         ) as order_hlc,
-        coalesce(own[1], inherited_call_id, inherited_oi_call_id) as named_call_id,
-        coalesce(own[2], own[3], inherited_tool_name, inherited_oi_tool_name) as any_tool_name
+        coalesce(own."gen_ai.tool.call.id", inherited_call_id, inherited_oi_call_id) as named_call_id,
+        coalesce(own."gen_ai.tool.name", own."tool.name", inherited_tool_name, inherited_oi_tool_name) as any_tool_name
     from all_rows
 ),
 
@@ -418,31 +421,34 @@ select
     coalesce(named_call_id, case when layer = 'tool' and any_tool_name is not null
         then coalesce(requested_call_id, span_id) end) as tool_call_id,
     any_tool_name as tool_name,
-    coalesce(own[4], inherited_idempotency_key) as idempotency_key,
-    coalesce(own[5], inherited_tier) as tier,
-    coalesce(own[6], inherited_dispatch) as dispatch,
-    try_cast(coalesce(own[7], inherited_billable) as boolean) as billable,
-    try_cast(coalesce(own[8], inherited_requires_approval) as boolean) as requires_approval,
-    coalesce(own[9], inherited_cancel_origin) as cancel_origin,
+    coalesce(own."turnlens.idempotency_key", inherited_idempotency_key) as idempotency_key,
+    coalesce(own."turnlens.tool.tier", inherited_tier) as tier,
+    coalesce(own."turnlens.tool.dispatch", inherited_dispatch) as dispatch,
+    try_cast(coalesce(own."turnlens.tool.billable", inherited_billable) as boolean) as billable,
+    try_cast(coalesce(own."turnlens.tool.requires_approval", inherited_requires_approval) as boolean) as requires_approval,
+    coalesce(own."turnlens.cancel.origin", inherited_cancel_origin) as cancel_origin,
     coalesce(
-        own[10],
-        case when starts_with(own[11], '[') then json_extract_string(own[11], '$[0]') else own[11] end,
+        case when starts_with(own."gen_ai.response.finish_reasons", '[')  -- a list, or Logfire's JSON text of one
+            then json_extract_string(own."gen_ai.response.finish_reasons", '$[0]')
+            else own."gen_ai.response.finish_reasons" end,
         case when model_span and source <> 'event' then model_finish_reason(attributes) end
     ) as finish_reason,
-    try_cast(own[12] as bigint) as stream_tokens,
-    own[13] as third_party_status,
-    try_cast(own[14] as boolean) as replayed,
-    own[15] as billing_kind,
-    try_cast(own[16] as double) as billing_amount,
-    try_cast(own[17] as bigint) as billing_tokens,
-    own[18] as input_kind,
+    try_cast(own."turnlens.stream.tokens" as bigint) as stream_tokens,
+    own."turnlens.third_party.status" as third_party_status,
+    try_cast(own."turnlens.third_party.replayed" as boolean) as replayed,
+    own."turnlens.billing.kind" as billing_kind,
+    try_cast(own."turnlens.billing.amount" as double) as billing_amount,
+    try_cast(own."turnlens.billing.tokens" as bigint) as billing_tokens,
+    own."turnlens.input.kind" as input_kind,
     attributes,
-    case when model_span and source = 'span_start' then try_cast(coalesce(own[19], own[20], own[21]) as bigint) end
-        as input_tokens,
-    case when model_span and source = 'span_start' then try_cast(coalesce(own[22], own[23], own[24]) as bigint) end
-        as output_tokens,
-    case when model_span and source = 'span_start' then try_cast(coalesce(own[25], own[26]) as double) end
-        as reported_cost,
+    case when model_span and source = 'span_start' then try_cast(coalesce(
+        own."gen_ai.usage.input_tokens", own."llm.token_count.prompt", own."gen_ai.usage.prompt_tokens"
+    ) as bigint) end as input_tokens,
+    case when model_span and source = 'span_start' then try_cast(coalesce(
+        own."gen_ai.usage.output_tokens", own."llm.token_count.completion", own."gen_ai.usage.completion_tokens"
+    ) as bigint) end as output_tokens,
+    case when model_span and source = 'span_start' then try_cast(coalesce(own."operation.cost", own."llm.cost.total")
+        as double) end as reported_cost,
     model_span and source = 'span_start' as model_call
 from contract_rows
 union all by name
