@@ -318,7 +318,7 @@ class _Run:
             target.parent.mkdir(parents=True, exist_ok=True)
             self.con.execute(
                 f"copy ({query}) to {catalog.sql_string(str(target))}"
-                f" (format parquet, compression zstd, row_group_size {row_group})"
+                f" (format parquet, compression zstd, compression_level 1, row_group_size {row_group})"
             )
             segments.fsync_file(target)
         self.written_dirs.add(target.parent)
