@@ -605,6 +605,26 @@ def follow_move(store_dir: Path, con: duckdb.DuckDBPyConnection | None = None) -
     return True
 
 
+# how long a reader keeps trying to open a catalogue that was there a moment ago: a mount that caches file
+# names (JuiceFS's default one-second kernel caches, for hosts that only read) can still name the file a
+# rename replaced, whose open then fails as if the catalogue did not exist
+CATALOG_REOPEN_S = 2.0
+
+
+def open_catalog(path: Path) -> duckdb.DuckDBPyConnection:
+    """The catalogue file opened read-only, tried again for up to CATALOG_REOPEN_S while DuckDB says it does
+    not exist (a name the mount cached for a file since replaced); still missing then, it is missing."""
+    deadline = time.monotonic() + CATALOG_REOPEN_S
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=True)
+        except duckdb.IOException as exc:
+            gone = "database does not exist" in str(exc) or "No such file or directory" in str(exc)
+            if not gone or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+
+
 def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the store's catalog: every view, no lock on the writers.
 
@@ -614,7 +634,7 @@ def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
     every segment per scan.
     """
     follow_move(store_dir)
-    con = duckdb.connect(str(store_dir / CATALOG_FILE), read_only=True)
+    con = open_catalog(store_dir / CATALOG_FILE)
     try:
         con.execute("set parquet_metadata_cache = true")
     except duckdb.InvalidInputException:

@@ -6,6 +6,8 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -148,6 +150,32 @@ def test_the_catalog_is_replaced_while_a_reader_holds_the_old_one(
     assert con.execute("select count(*) from turns").fetchone() == before
     with catalog.connect(store.parent) as fresh:
         assert fresh.execute("select count(*) from turns").fetchone() == before
+
+
+def test_a_catalogue_briefly_gone_from_its_name_is_opened_once_it_is_back(
+    builders: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mount that caches file names (JuiceFS's default, on a host that only reads) can name a catalogue a
+    rename just replaced: its open fails as if there were none, until the cache expires. A reader waits for it
+    (at most CATALOG_REOPEN_S); a catalogue still missing then is an error, not a wait without end."""
+    store = builders.write_store(tmp_path / "store", builders.turn())
+    path = store / catalog.CATALOG_FILE
+    away = path.with_name("away.duckdb")
+    path.rename(away)
+    back = threading.Timer(0.5, away.rename, args=(path,))
+    back.start()
+    started = time.monotonic()
+    try:
+        with catalog.connect(store) as con:
+            assert con.execute("select count(*) from turns").fetchone() == (1,)
+    finally:
+        back.join()
+    assert time.monotonic() - started >= 0.4  # it waited for the file, not for something else
+
+    path.rename(away)
+    monkeypatch.setattr(catalog, "CATALOG_REOPEN_S", 0.3)
+    with pytest.raises(duckdb.IOException, match="does not exist"):
+        catalog.connect(store)
 
 
 def _catalogue_entries(store: Path) -> dict[str, list[tuple]]:
