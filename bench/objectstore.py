@@ -227,6 +227,7 @@ class Volume:
     machines: list[Machine]
     clients: list[Client] = field(default_factory=list)
     redis: RedisServer | None = None
+    readers: list[Machine] = field(default_factory=list)  # machines mounting with the kernel caches on
 
     def cpu_s(self) -> dict[str, float]:
         """CPU seconds (user + system) so far of the S3 server and of the JuiceFS clients (and children)."""
@@ -249,11 +250,12 @@ class Volume:
 
 @contextlib.contextmanager
 def shared_volume(
-    workdir: Path, machines: int, meta: str = "sqlite", kernel_cache: bool = False
+    workdir: Path, machines: int, meta: str = "sqlite", kernel_cache: bool = False, readers: int = 0
 ) -> Iterator[Volume]:
-    """An S3 server, a JuiceFS volume on it with its metadata in `meta` (METADATA), and `machines` machines
-    plus this process each mounting it at the same path. `kernel_cache`: this process's client keeps
-    JuiceFS's default one-second metadata caches in the kernel (a reader's mount), the machines' none."""
+    """An S3 server, a JuiceFS volume on it with its metadata in `meta` (METADATA), and `machines` machines,
+    `readers` more machines, and this process each mounting it at the same path. The machines' clients cache
+    no metadata in the kernel (what a writer needs); the readers' keep JuiceFS's default one-second caches (a
+    host that only reads), and so does this process's with `kernel_cache`."""
     assert meta in METADATA, meta
     server = S3Server(workdir / "s3.log")
     stack = contextlib.ExitStack()
@@ -274,14 +276,20 @@ def shared_volume(
             timeout=120,
         )
         assert formatted.returncode == 0, formatted.stderr
-        volume = Volume(server, workdir / "mnt", [Machine() for _ in range(machines)], redis=redis)
+        volume = Volume(
+            server,
+            workdir / "mnt",
+            [Machine() for _ in range(machines)],
+            redis=redis,
+            readers=[Machine() for _ in range(readers)],
+        )
         volume.mountpoint.mkdir()
         # the namespaces first (above): one made after this process's mount would start with it
-        for host in volume.machines:
+        for host in (*volume.machines, *volume.readers):
             stack.callback(host.stop)
-        for number, host in enumerate([*volume.machines, None]):
+        for number, host in enumerate([*volume.machines, *volume.readers, None]):
             name = f"client-{number}" if host else "client-here"
-            cached = kernel_cache and host is None
+            cached = host in volume.readers if host else kernel_cache
             volume.clients.append(Client(meta_url, volume.mountpoint, workdir / name, host, cached))
             stack.callback(volume.clients[-1].stop)
         yield volume

@@ -1,7 +1,8 @@
 """A store on S3-compatible object storage through JuiceFS, its metadata in Redis as in production, shared by
 two machines (bench/objectstore.py): collectors on both and two materialisers, killed with -9 while the
 OpenTelemetry SDK's exporters send, lose no acknowledged span, leave a derived state equal to a full build's,
-and every byte of the store lies in the bucket."""
+and every byte of the store lies in the bucket; meanwhile readers on a third machine, whose mount keeps
+JuiceFS's default metadata caches (a host that only reads), never fail a read."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import otlp_samples as s
@@ -44,6 +46,9 @@ pytestmark = [
 
 COMMON = ("--compact-interval", "3s", "--grace", "0s", "--materialize-margin", "0")
 SPANS_PER_SENDER = 300
+# the reader-lease test's readers (tests/collector/lease_procs.py), each kind a process reading once a second
+READERS = str(Path(__file__).with_name("lease_procs.py"))
+READER_KINDS = ("divergences", "turn", "dashboard")
 
 HOLD_LOCK = """
 import fcntl, sys, time
@@ -65,7 +70,7 @@ with open(sys.argv[1], "w") as f:
 @pytest.fixture(scope="module")
 def volume(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     workdir = tmp_path_factory.mktemp("objectstore")
-    with objectstore.shared_volume(workdir, machines=2, meta="redis") as shared:
+    with objectstore.shared_volume(workdir, machines=2, meta="redis", readers=1) as shared:
         yield shared
 
 
@@ -90,8 +95,28 @@ def test_a_lock_taken_on_one_machine_excludes_the_other_until_its_holder_dies(
         time.sleep(0.2)
 
 
+def start_readers(volume: Any, store: Path, stop: Path) -> dict[str, subprocess.Popen[str]]:
+    """The readers, on the machine whose mount caches metadata, once each has found a turn to read."""
+    readers = {
+        kind: subprocess.Popen(
+            [*volume.readers[0].prefix, sys.executable, READERS, "reader", kind, "--store", str(store),
+             "--stop-file", str(stop)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for kind in READER_KINDS
+    }
+    for kind, reader in readers.items():
+        assert reader.stdout is not None
+        line = reader.stdout.readline()
+        error = reader.stderr.read() if reader.stderr and not line.strip() else ""
+        assert line.strip() == "ready", f"{kind} reader: {line}{error}"
+    return readers
+
+
 def test_two_machines_on_a_store_in_a_bucket_killed_at_random_lose_nothing(
-    volume: Any,
+    volume: Any, tmp_path: Path
 ) -> None:
     first, second = volume.machines
     store = volume.mountpoint / "store"
@@ -114,8 +139,12 @@ def test_two_machines_on_a_store_in_a_bucket_killed_at_random_lose_nothing(
     victims = ["collector 0", "collector 1", "materializer"]
     rng.shuffle(victims)
     started = time.monotonic()
+    stop = tmp_path / "stop-readers"
+    readers: dict[str, subprocess.Popen[str]] = {}
     try:
         wait_for(lambda: published_after(store, 0), "a first whole version of the derived state")
+        wait_for(lambda: s.query(store, "select count(*) from turns")[0][0] > 0, "a turn for the readers")
+        readers = start_readers(volume, store, stop)
         for victim in victims:
             time.sleep(rng.uniform(0.5, 2.0))
             if victim == "materializer":
@@ -127,9 +156,16 @@ def test_two_machines_on_a_store_in_a_bucket_killed_at_random_lose_nothing(
                 starting.append(start_in_background(collector))
         settle(store, starting)
     finally:
+        stop.touch()
+        read = {kind: reader.communicate(timeout=120)[0] for kind, reader in readers.items()}
         exits = stop_fleet(senders, collectors, materializer)
     what = f"seed {seed}, kills {victims} in {time.monotonic() - started:.0f} s"
     assert exits == [0, 0], f"{what}\n" + "\n".join(collectors[0].lines[-20:])
+    for kind, out in read.items():  # every read of every reader succeeded, and they read while files moved
+        failures = [line for line in out.splitlines() if line.startswith("failed")]
+        ok, failed = (int(n) for n in out.strip().splitlines()[-1].split()[1:])
+        assert failures == [] and failed == 0, f"{kind} reader on a cached mount, {what}: {failures[:3]}"
+        assert ok >= 2, f"the {kind} reader read too little to tell, {what}: {out[-500:]}"
 
     acknowledged = assert_acknowledged_stored(store, senders, what)
     assert len(acknowledged) >= 2 * SPANS_PER_SENDER, what
