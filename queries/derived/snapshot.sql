@@ -186,6 +186,15 @@ create or replace macro turnlens_new_copy_files() as (
 create or replace macro turnlens_new_copies_read() as table
 select * from span_copies_in(coalesce(getvariable('turnlens_new_copy_files'), turnlens_segments()));
 
+-- turnlens_waiting: one row per stored copy received after the watermark: the spans the per-turn views do not cover
+-- yet, which the materialiser takes at its next run. A few seconds' worth while it keeps up; older ones mean it is
+-- behind the traffic, stopped, or in a full build (the PerTurnStateBehind alert rule). Each segment's footer says
+-- whether its copies can be that new: the others are skipped unread.
+create or replace view turnlens_waiting as
+select received_unix_nano
+from span_copies_in(turnlens_segments())
+where received_unix_nano > turnlens_watermark();
+
 create or replace macro turn_traces_of(turns) as (
     with new_copies as (
         select trace_id, span_turn_id, links from turnlens_new_copies_read() where received_unix_nano > turnlens_watermark()

@@ -395,3 +395,41 @@ def test_a_still_firing_alert_is_told_again_after_the_repeat_interval_only(
     assert [h["status"] for h in hooks] == ["firing", "firing", "resolved"]
     assert hooks[1]["alerts"][0]["startsAt"] == hooks[0]["alerts"][0]["startsAt"]  # the same alert again
     assert [h["status"] for h in alerting.load_history(store)] == ["firing", "resolved"]  # no repeat there
+
+
+def test_spans_the_per_turn_views_do_not_cover_warn_until_a_materialiser_run_takes_them(
+    turnlens, builder, tmp_path: Path
+) -> None:
+    """The shipped PerTurnStateBehind rule on a real store: a span received after the derived state's
+    watermark warns once it has waited two minutes; the run that takes it into the state resolves it."""
+    from turnlens.kernel.layout import segments_glob
+    from turnlens.queries import materialize
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    shipped = Path(alerting.__file__).parent / "rules" / "per_turn_state_behind.sql"
+    (rules / shipped.name).write_text(shipped.read_text())
+    (rules / "_order").write_text(f"{shipped.name}\n")
+    builder.span(session="s1", turn="t1", layer="stream", name="stream", start_ms=T0_MS - 2000, end_ms=T0_MS)
+    store = builder.write(_queries_dir())
+    ns = lambda delta: int((T0 + delta).timestamp() * 1e9)  # noqa: E731
+    materialize.materialize(store, segments_glob(store), margin_s=0, now_ns=ns(timedelta(seconds=10)))
+    # received at T0 + 60 s, after the watermark (T0 + 10 s): the views do not show it yet
+    builder.span(
+        session="s2", turn="t2", layer="stream", name="stream", start_ms=T0_MS + 50_000, end_ms=T0_MS + 60_000
+    )
+    builder.write(_queries_dir())
+    run = lambda t: turnlens("alerts", "run", "--store", store, "--rules", rules, "--at", at(t))  # noqa: E731
+
+    _, out, err = run(timedelta(minutes=2, seconds=50))  # waiting 110 s
+    assert lines(out) == [], err
+    _, out, err = run(timedelta(minutes=3, seconds=30))  # waiting 150 s
+    [alert] = lines(out)
+    assert (alert["status"], alert["labels"]["alertname"]) == ("firing", "PerTurnStateBehind"), err
+    assert alert["annotations"]["summary"] == "The per-turn views are 150 s behind the spans received"
+    assert "1 stored spans" in alert["annotations"]["description"]
+
+    materialize.materialize(store, segments_glob(store), margin_s=0, now_ns=ns(timedelta(minutes=4)))
+    _, out, err = run(timedelta(minutes=4, seconds=30))
+    resolved = [(a["status"], a["labels"]["alertname"]) for a in lines(out)]
+    assert resolved == [("resolved", "PerTurnStateBehind")], err

@@ -14,6 +14,11 @@ select
     null::integer as partitions_total,
     false as complete;
 
+-- no derived state, no spans waiting for it: the per-turn views are live
+create or replace view turnlens_waiting as
+select null::bigint as received_unix_nano
+where false;
+
 -- step: previous_identity
 -- the identity side tables of the previous state: their rows in force (derived/current.sql) in the partitions read
 create or replace temp view turnlens_prev_trace_turns as
