@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -35,6 +37,29 @@ def test_catalog_rewritten_under_an_open_dashboard_is_picked_up(tmp_path: Path) 
 def test_a_store_without_catalog_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(data.StoreNotReady, match="turnlens ingest"):
         data._Catalog(tmp_path).cursor()
+
+
+def test_a_catalogue_briefly_gone_from_its_name_under_an_open_dashboard_is_waited_for(tmp_path: Path) -> None:
+    """A mount that caches file names can miss the catalogue a rename just replaced: the dashboard, having
+    seen it, waits for it to come back (at most catalog.CATALOG_REOPEN_S) instead of saying there is none."""
+    store = storefixture.build_store(tmp_path / "store")
+    opened = data._Catalog(store)
+    opened.cursor()[0].close()
+    path = store / catalog.CATALOG_FILE
+    away = path.with_name("away.duckdb")
+    path.rename(away)
+    back = threading.Timer(0.5, away.rename, args=(path,))
+    back.start()
+    try:
+        cursor, _ = opened.cursor()
+    finally:
+        back.join()
+    assert len(data.run_named(cursor, "overview_counts", {"from_ms": None, "to_ms": None})) == 1
+    path.rename(away)  # gone for good: said so once the wait is over
+    started = time.monotonic()
+    with pytest.raises(data.StoreNotReady, match="turnlens ingest"):
+        opened.cursor()
+    assert time.monotonic() - started >= catalog.CATALOG_REOPEN_S
 
 
 def test_every_named_query_binds_against_the_views(store: Path) -> None:
