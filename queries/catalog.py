@@ -612,13 +612,23 @@ CATALOG_REOPEN_S = 2.0
 
 
 def open_catalog(path: Path) -> duckdb.DuckDBPyConnection:
-    """The catalogue file opened read-only, tried again for up to CATALOG_REOPEN_S while DuckDB says it does
-    not exist (a name the mount cached for a file since replaced); still missing then, it is missing."""
+    """The catalogue file opened read-only, its tables read once, tried again for up to CATALOG_REOPEN_S while
+    DuckDB says it does not exist (a name the mount cached for a file since replaced); still missing then, it
+    is missing. DuckDB reads a table's blocks on first use: read here, a later read cannot meet the file gone
+    (a cached name can open the replaced file, whose blocks another machine's rename deleted)."""
     deadline = time.monotonic() + CATALOG_REOPEN_S
     while True:
+        con = None
         try:
-            return duckdb.connect(str(path), read_only=True)
+            con = duckdb.connect(str(path), read_only=True)
+            for (table,) in con.execute(
+                "select table_name from duckdb_tables() where database_name = current_database()"
+            ).fetchall():
+                con.execute(f'select * from "{table}"').fetchall()
+            return con
         except duckdb.IOException as exc:
+            if con is not None:
+                con.close()
             gone = "database does not exist" in str(exc) or "No such file or directory" in str(exc)
             if not gone or time.monotonic() >= deadline:
                 raise
