@@ -22,6 +22,7 @@ from turnlens.queries import catalog
 
 TURN_PAGE = "turn"  # url_path of the Turn detail page
 RETRY_S = 15  # a page that failed runs again after this long by itself
+BEHIND_MS = 60_000  # spans waiting longer than this for the snapshot make the pages say they are behind
 logger = logging.getLogger(__name__)
 
 
@@ -104,6 +105,20 @@ def snapshot_caption() -> None:
         f"{format_ms(watermark_ms)[:-4]} UTC (built {format_ms(built_ms)[11:-4]}; the collector refreshes it "
         "every second or so)."
     )
+    now_ms = time.time() * 1000
+    # a snapshot of a minute ago may leave spans out; a store nobody writes to has none waiting
+    waiting = data.waiting_spans() if now_ms - watermark_ms > BEHIND_MS else None
+    if waiting is not None and now_ms - waiting[1] > BEHIND_MS:
+        copies, oldest_ms = waiting
+        behind_s = (now_ms - oldest_ms) / 1000
+        behind = f"{behind_s:.0f} s" if behind_s < 120 else f"{behind_s / 60:.0f} min"
+        st.warning(
+            f"These pages are {behind} behind the spans: {copies:,} span(s) "
+            f"received since {format_ms(oldest_ms)[11:-4]} UTC are not in them yet. The materialiser the "
+            "collector runs is behind the traffic, stopped, or rebuilding the state (the "
+            "PerTurnStateBehind alert says the same).",
+            icon=":material/hourglass_top:",
+        )
 
 
 def format_ms(ms: float | int | None) -> str:

@@ -327,6 +327,18 @@ def snapshot_time() -> tuple[int, int] | None:
     return int(frame["watermark_ms"].iloc[0]), int(frame["built_ms"].iloc[0])
 
 
+def waiting_spans() -> tuple[int, int] | None:
+    """`(copies, oldest_ms)`: the stored spans the per-turn views do not show yet and when the oldest was
+    received; None when there are none (or the catalogue predates turnlens_waiting)."""
+    try:
+        frame = query("waiting_spans")
+    except StoreNotReady:
+        return None
+    if not len(frame) or not frame["copies"].iloc[0]:
+        return None
+    return int(frame["copies"].iloc[0]), int(frame["oldest_ms"].iloc[0])
+
+
 def build_progress() -> tuple[int, int] | None:
     """`(partitions done, partitions in all)` while a full build of the derived state runs; None otherwise."""
     try:

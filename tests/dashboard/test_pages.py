@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import jsonschema
@@ -10,7 +13,11 @@ import pandas as pd
 import pytest
 from altair.vegalite.v6.schema.core import load_schema
 from streamlit.testing.v1 import AppTest
+from turnlens.dashboard import data
+from turnlens.kernel.layout import segments_glob
+from turnlens.queries.catalog import write_catalog
 
+from .conftest import TURNLENS
 from .storefixture import CANCELLED, CLEAN
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
@@ -155,6 +162,34 @@ def test_pages_say_how_fresh_the_snapshot_is(store: Path, snapshot_store: Path, 
     assert "as of the snapshot of spans received up to" in texts(at)
     assert metric(at, "Turns") == "2" and metric(at, "Cancels") == "1"  # the same figures, from the snapshot
     assert "as of the snapshot" in texts(open_page("turns"))
+
+
+def test_pages_say_when_they_are_behind_the_spans(store: Path, tmp_path: Path, on_store) -> None:
+    """A span received five minutes ago that the snapshot does not cover (its watermark ten minutes back, as
+    a materialiser that fell behind leaves it): the pages say how far behind they are; the snapshot that
+    covers it takes the warning away."""
+    import storebuilder
+
+    behind = tmp_path / "store"
+    shutil.copytree(store, behind)
+    write_catalog(behind, segments_glob(behind))
+    now_ms = int(time.time() * 1000)
+    builder = storebuilder.StoreBuilder(behind)
+    builder.span(
+        session="s-late", turn="t-late", layer="stream", name="stream", start_ms=now_ms - 301_000,
+        end_ms=now_ms - 300_000,
+    )
+    builder.write()
+    materialize = [str(TURNLENS), "materialize", "--store", str(behind), "--quiet"]
+    run = subprocess.run([*materialize, "--margin", "600"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    on_store(behind)
+    warned = texts(open_page("overview"))
+    assert "These pages are 5 min behind the spans: 1 span(s) received since" in warned
+    run = subprocess.run([*materialize, "--margin", "0"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    data.refresh()  # the page's cached results, as its Refresh button forgets them
+    assert "behind the spans" not in texts(open_page("overview"))
 
 
 def time_range(at: AppTest) -> str:
