@@ -123,20 +123,19 @@ class _Catalog:
 
     def _current_stamp(self) -> tuple[int, int]:
         """The catalogue file's inode and modification time. Once it has been seen, a catalogue missing from
-        its name is waited for (catalog.CATALOG_REOPEN_S): a mount that caches file names can still name the
+        its name is waited for (catalog.while_catalog_gone): a mount that caches file names can still name the
         file a rename just replaced."""
-        deadline = time.monotonic() + (catalog.CATALOG_REOPEN_S if self.stamp is not None else 0.0)
-        while True:
-            try:
-                stat = self.path.stat()
-                return stat.st_ino, stat.st_mtime_ns
-            except FileNotFoundError:
-                if time.monotonic() >= deadline:
-                    raise StoreNotReady(
-                        f"No catalog at `{self.path}`. Ingest data into this store first (`turnlens ingest "
-                        f"--store {self.store_dir} FILE`) or point the dashboard at another store."
-                    ) from None
-                time.sleep(0.1)
+        wait_s = catalog.CATALOG_REOPEN_S if self.stamp is not None else 0.0
+        try:
+            stat = catalog.while_catalog_gone(
+                self.path.stat, lambda exc: isinstance(exc, FileNotFoundError), wait_s
+            )
+        except FileNotFoundError:
+            raise StoreNotReady(
+                f"No catalog at `{self.path}`. Ingest data into this store first "
+                f"(`turnlens ingest --store {self.store_dir} FILE`) or point the dashboard at another store."
+            ) from None
+        return stat.st_ino, stat.st_mtime_ns
 
     def _current(self) -> tuple[duckdb.DuckDBPyConnection, tuple[int, int]]:
         """The connection to the catalog file in place now (under the lock), opened anew if it was replaced.

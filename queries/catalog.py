@@ -15,11 +15,11 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -44,6 +44,8 @@ from turnlens.queries.sqlfiles import split_statements as split_statements
 from turnlens.queries.sqlfiles import sql_fingerprint as sql_fingerprint
 from turnlens.queries.sqlfiles import sql_string as sql_string
 from turnlens.queries.sqlfiles import unbound_view
+
+T = TypeVar("T")
 
 CATALOG_FILE = layout.CATALOG_FILE
 CATALOG_LOCK = f".{CATALOG_FILE}.lock"  # held while the catalogue is written (an flock: see docs/store.md)
@@ -611,28 +613,44 @@ def follow_move(store_dir: Path, con: duckdb.DuckDBPyConnection | None = None) -
 CATALOG_REOPEN_S = 2.0
 
 
-def open_catalog(path: Path) -> duckdb.DuckDBPyConnection:
-    """The catalogue file opened read-only, its tables read once, tried again for up to CATALOG_REOPEN_S while
-    DuckDB says it does not exist (a name the mount cached for a file since replaced); still missing then, it
-    is missing. DuckDB reads a table's blocks on first use: read here, a later read cannot meet the file gone
-    (a cached name can open the replaced file, whose blocks another machine's rename deleted)."""
-    deadline = time.monotonic() + CATALOG_REOPEN_S
+def while_catalog_gone(read: Callable[[], T], gone: Callable[[Exception], bool], wait_s: float) -> T:
+    """`read()`, run again every 0.1 s for up to `wait_s` while it fails with an error `gone` says is the
+    catalogue missing from its name; the error once that time is up."""
+    deadline = time.monotonic() + wait_s
     while True:
-        con = None
         try:
-            con = duckdb.connect(str(path), read_only=True)
-            for (table,) in con.execute(
-                "select table_name from duckdb_tables() where database_name = current_database()"
-            ).fetchall():
-                con.execute(f'select * from "{table}"').fetchall()
-            return con
-        except duckdb.IOException as exc:
-            if con is not None:
-                con.close()
-            gone = "database does not exist" in str(exc) or "No such file or directory" in str(exc)
-            if not gone or time.monotonic() >= deadline:
+            return read()
+        except Exception as exc:
+            if not gone(exc) or time.monotonic() >= deadline:
                 raise
-            time.sleep(0.1)
+        time.sleep(0.1)
+
+
+def _catalog_gone(exc: Exception) -> bool:
+    return isinstance(exc, duckdb.IOException) and (
+        "database does not exist" in str(exc) or "No such file or directory" in str(exc)
+    )
+
+
+def _open_catalog(path: Path) -> duckdb.DuckDBPyConnection:
+    """The catalogue file opened read-only, its tables read once, waited for while it is gone from its name
+    (while_catalog_gone). DuckDB reads a table's blocks on first use: read here, a later read cannot meet the
+    file gone (a cached name can open the replaced file, whose blocks another machine's rename deleted)."""
+
+    def attempt() -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            tables = con.execute(
+                "select table_name from duckdb_tables() where database_name = current_database()"
+            ).fetchall()
+            for (table,) in tables:
+                con.execute("select * from query_table($table)", {"table": table}).fetchall()
+        except Exception:
+            con.close()
+            raise
+        return con
+
+    return while_catalog_gone(attempt, _catalog_gone, CATALOG_REOPEN_S)
 
 
 def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
@@ -644,7 +662,7 @@ def connect(store_dir: Path) -> duckdb.DuckDBPyConnection:
     every segment per scan.
     """
     follow_move(store_dir)
-    con = open_catalog(store_dir / CATALOG_FILE)
+    con = _open_catalog(store_dir / CATALOG_FILE)
     try:
         con.execute("set parquet_metadata_cache = true")
     except duckdb.InvalidInputException:

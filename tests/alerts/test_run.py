@@ -12,6 +12,8 @@ import payload_schemas
 import pytest
 import storebuilder
 from turnlens.alerts import alerting
+from turnlens.kernel.layout import segments_glob
+from turnlens.queries import materialize
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)  # the cancel of the incident
 T0_MS = int(T0.timestamp() * 1000)
@@ -402,9 +404,6 @@ def test_spans_the_per_turn_views_do_not_cover_warn_until_a_materialiser_run_tak
 ) -> None:
     """The shipped PerTurnStateBehind rule on a real store: a span received after the derived state's
     watermark warns once it has waited two minutes; the run that takes it into the state resolves it."""
-    from turnlens.kernel.layout import segments_glob
-    from turnlens.queries import materialize
-
     rules = tmp_path / "rules"
     rules.mkdir()
     shipped = Path(alerting.__file__).parent / "rules" / "per_turn_state_behind.sql"

@@ -79,6 +79,15 @@ def readers(store: Path) -> dict[str, Read]:
     }
 
 
+def reads_of(out: str) -> tuple[int, list[str]]:
+    """What a reader printed (run_reader): its count of reads that succeeded, and the lines of those that
+    failed."""
+    failures = [line for line in out.splitlines() if line.startswith("failed")]
+    ok, failed = (int(n) for n in out.strip().splitlines()[-1].split()[1:])
+    assert failed == len(failures), out[-500:]
+    return ok, failures
+
+
 def run_reader(args: argparse.Namespace) -> int:
     store = Path(args.store)
     read = readers(store)[args.kind]

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import lease_procs
 import otlp_samples as s
 import pytest
 from fleet import (
@@ -46,8 +47,8 @@ pytestmark = [
 
 COMMON = ("--compact-interval", "3s", "--grace", "0s", "--materialize-margin", "0")
 SPANS_PER_SENDER = 300
-# the reader-lease test's readers (tests/collector/lease_procs.py), each kind a process reading once a second
-READERS = str(Path(__file__).with_name("lease_procs.py"))
+# the reader-lease test's readers, each kind a process reading once a second
+READERS = lease_procs.__file__
 READER_KINDS = ("divergences", "turn", "dashboard")
 
 HOLD_LOCK = """
@@ -162,9 +163,8 @@ def test_two_machines_on_a_store_in_a_bucket_killed_at_random_lose_nothing(
     what = f"seed {seed}, kills {victims} in {time.monotonic() - started:.0f} s"
     assert exits == [0, 0], f"{what}\n" + "\n".join(collectors[0].lines[-20:])
     for kind, out in read.items():  # every read of every reader succeeded, and they read while files moved
-        failures = [line for line in out.splitlines() if line.startswith("failed")]
-        ok, failed = (int(n) for n in out.strip().splitlines()[-1].split()[1:])
-        assert failures == [] and failed == 0, f"{kind} reader on a cached mount, {what}: {failures[:3]}"
+        ok, failures = lease_procs.reads_of(out)
+        assert failures == [], f"{kind} reader on a cached mount, {what}: {failures[:3]}"
         assert ok >= 2, f"the {kind} reader read too little to tell, {what}: {out[-500:]}"
 
     acknowledged = assert_acknowledged_stored(store, senders, what)

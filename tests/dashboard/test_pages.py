@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pandas as pd
 import pytest
+import storebuilder
 from altair.vegalite.v6.schema.core import load_schema
 from streamlit.testing.v1 import AppTest
 from turnlens.dashboard import data
@@ -168,8 +169,6 @@ def test_pages_say_when_they_are_behind_the_spans(store: Path, tmp_path: Path, o
     """A span received five minutes ago that the snapshot does not cover (its watermark ten minutes back, as
     a materialiser that fell behind leaves it): the pages say how far behind they are; the snapshot that
     covers it takes the warning away."""
-    import storebuilder
-
     behind = tmp_path / "store"
     shutil.copytree(store, behind)
     write_catalog(behind, segments_glob(behind))
