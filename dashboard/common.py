@@ -92,7 +92,7 @@ def snapshot_caption() -> None:
             "writes one."
         )
         return
-    watermark_ms, built_ms = snapshot
+    watermark_ms, built_ms, margin_ms = snapshot
     progress = data.build_progress()
     if progress is not None:
         done, total = progress
@@ -106,9 +106,11 @@ def snapshot_caption() -> None:
         "every second or so)."
     )
     now_ms = time.time() * 1000
-    # a snapshot of a minute ago may leave spans out; a store nobody writes to has none waiting
-    waiting = data.waiting_spans() if now_ms - watermark_ms > BEHIND_MS else None
-    if waiting is not None and now_ms - waiting[1] > BEHIND_MS:
+    # a snapshot of a minute ago may leave spans out; a store nobody writes to has none waiting. Spans inside
+    # the margin the materialiser is told to leave unread wait by design.
+    behind_ms = BEHIND_MS + margin_ms
+    waiting = data.waiting_spans() if now_ms - watermark_ms > behind_ms else None
+    if waiting is not None and now_ms - waiting[1] > behind_ms:
         copies, oldest_ms = waiting
         behind_s = (now_ms - oldest_ms) / 1000
         behind = f"{behind_s:.0f} s" if behind_s < 120 else f"{behind_s / 60:.0f} min"

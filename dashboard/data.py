@@ -315,15 +315,17 @@ def query(name: str, **params: Any) -> pd.DataFrame:
     return frame.copy()
 
 
-def snapshot_time() -> tuple[int, int] | None:
-    """`(watermark_ms, built_ms)` of the snapshot the per-turn views read; None while the store has none."""
+def snapshot_time() -> tuple[int, int, int] | None:
+    """`(watermark_ms, built_ms, margin_ms)` of the snapshot the per-turn views read (margin_ms: how recent
+    the spans its materialiser leaves for a later run are); None while the store has none."""
     try:
         frame = query("snapshot_time")
     except StoreNotReady:  # no `turnlens_snapshot` view: the six per-turn views are computed live
         return None
     if not len(frame):
         return None
-    return int(frame["watermark_ms"].iloc[0]), int(frame["built_ms"].iloc[0])
+    row = frame.iloc[0]
+    return int(row["watermark_ms"]), int(row["built_ms"]), int(row["margin_ms"])
 
 
 def waiting_spans() -> tuple[int, int] | None:

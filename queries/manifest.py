@@ -95,6 +95,9 @@ class Manifest:
     # the runs of the partition index of the identity tables (identity_index.py), each {"version": N, "parts":
     # {partition: the version of its files the run was made from}}
     identity: list[dict[str, Any]] = field(default_factory=list)
+    # the margin the run that wrote it left unread: copies received in the last `margin_s` seconds before it
+    # started wait for a later run by design (turnlens_snapshot.margin_s, which PerTurnStateBehind allows for)
+    margin_s: float = 0.0
 
     @property
     def complete(self) -> bool:
@@ -303,6 +306,7 @@ def apply_snapshot_sql(
         "watermark": str(int(manifest.watermark)),
         "generation": sqlfiles.sql_string(manifest.generation),
         "built": repr(float(manifest.built_unix)),
+        "margin": repr(float(manifest.margin_s)),
         "partitions": str(len(manifest.parts())),
         "partitions_total": "null" if manifest.partitions_total is None else str(manifest.partitions_total),
         "complete": "true" if manifest.complete else "false",

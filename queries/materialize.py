@@ -227,8 +227,10 @@ class _Run:
         con: duckdb.DuckDBPyConnection,
         watermark: int,
         version: int,
+        margin_s: float = 0.0,
     ) -> None:
         self.store_dir = store_dir
+        self.margin_s = margin_s  # the margin the run leaves unread, which the manifests it publishes record
         self.folder = store_dir / DERIVED_DIR
         self.segments_glob = segments_glob
         self.con = con
@@ -565,16 +567,17 @@ def materialize(
         # the folds beside another loop's refreshes (of another process, or on another host)
         elsewhere = folding - ({beside.version} if beside is not None and beside.base is not None else set())
         try:
-            run = _Run(store_dir, segments_glob, con, watermark, version)
+            run = _Run(store_dir, segments_glob, con, watermark, version, margin_s)
             refused = None if found is None or found.complete else _resume_refusal(run, found)
             if found is not None and not found.complete and refused is None:
-                run = _Run(store_dir, segments_glob, con, found.watermark, version)  # the build's watermark
+                # the build's watermark
+                run = _Run(store_dir, segments_glob, con, found.watermark, version, margin_s)
                 manifest, summary = _resume_build(run, found, engine or LocalEngine())
             elif previous is not None and previous.complete and not full:
                 manifest, summary = _refresh(run, previous, deltas_max, refresh_copies_max, beside, elsewhere)
             elif bootstrap and not full and run.stored_copies() <= bucket_spans:
                 empty = _bootstrap(run, found)
-                run = _Run(store_dir, segments_glob, con, watermark, version + 1)
+                run = _Run(store_dir, segments_glob, con, watermark, version + 1, margin_s)
                 manifest, summary = _refresh(run, empty, deltas_max, refresh_copies_max, beside, elsewhere)
                 summary["mode"] = "bootstrap"
             else:
@@ -667,6 +670,7 @@ def publish(run: _Run, manifest: Manifest) -> Manifest:
     does not cover yet (identity_index.cover), its files' directories fsynced, the manifest written to a
     temporary name, fsynced and renamed (a versioned copy first, for readers pinning a version), then the
     catalogue rewritten to read it. Returns the manifest published."""
+    manifest = replace(manifest, margin_s=run.margin_s)
     if manifest.complete:
         with _timed("index identity"):
             manifest, written = identity_index.cover(run.con, manifest)

@@ -17,6 +17,7 @@ select
     turnlens_watermark() as watermark_unix_nano,
     make_timestamp(turnlens_watermark() // 1000) as watermark_at,
     to_timestamp({{built}}) as built_at,
+    {{margin}}::double as margin_s,
     {{partitions}}::integer as partitions,
     {{partitions_total}}::integer as partitions_total,
     {{complete}} as complete;

@@ -7,13 +7,14 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import jsonschema
 import payload_schemas
 import pytest
 import storebuilder
 from turnlens.alerts import alerting
 from turnlens.kernel.layout import segments_glob
-from turnlens.queries import materialize
+from turnlens.queries import catalog, materialize
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)  # the cancel of the incident
 T0_MS = int(T0.timestamp() * 1000)
@@ -432,3 +433,35 @@ def test_spans_the_per_turn_views_do_not_cover_warn_until_a_materialiser_run_tak
     _, out, err = run(timedelta(minutes=4, seconds=30))
     resolved = [(a["status"], a["labels"]["alertname"]) for a in lines(out)]
     assert resolved == [("resolved", "PerTurnStateBehind")], err
+
+
+def test_spans_inside_the_materialisers_margin_wait_that_margin_before_they_warn(
+    turnlens, builder, tmp_path: Path
+) -> None:
+    """A materialiser told to leave the last five minutes unread (`--materialize-margin 300`) records that
+    margin in turnlens_snapshot; PerTurnStateBehind allows for it instead of firing for as long as it runs."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    shipped = Path(alerting.__file__).parent / "rules" / "per_turn_state_behind.sql"
+    (rules / shipped.name).write_text(shipped.read_text())
+    (rules / "_order").write_text(f"{shipped.name}\n")
+    builder.span(session="s1", turn="t1", layer="stream", name="stream", start_ms=T0_MS - 2000, end_ms=T0_MS)
+    store = builder.write(_queries_dir())
+    ns = lambda delta: int((T0 + delta).timestamp() * 1e9)  # noqa: E731
+    # run at T0 + 310 s with a margin of 300 s: the watermark is T0 + 10 s
+    materialize.materialize(store, segments_glob(store), margin_s=300, now_ns=ns(timedelta(seconds=310)))
+    with duckdb.connect(str(store / catalog.CATALOG_FILE), read_only=True) as con:
+        assert con.execute("select margin_s from turnlens_snapshot").fetchall() == [(300.0,)]
+    builder.span(  # received at T0 + 60 s
+        session="s2", turn="t2", layer="stream", name="stream", start_ms=T0_MS + 50_000, end_ms=T0_MS + 60_000
+    )
+    builder.write(_queries_dir())
+    run = lambda t: turnlens("alerts", "run", "--store", store, "--rules", rules, "--at", at(t))  # noqa: E731
+
+    _, out, err = run(timedelta(minutes=3, seconds=30))  # waiting 150 s, inside the margin
+    assert lines(out) == [], err
+    _, out, err = run(timedelta(minutes=7, seconds=50))  # waiting 410 s: the margin and 110 s
+    assert lines(out) == [], err
+    _, out, err = run(timedelta(minutes=8, seconds=30))  # waiting 450 s
+    [alert] = lines(out)
+    assert (alert["status"], alert["labels"]["alertname"]) == ("firing", "PerTurnStateBehind"), err

@@ -10,6 +10,7 @@ select
     null::bigint as watermark_unix_nano,
     null::timestamp as watermark_at,
     null::timestamptz as built_at,
+    null::double as margin_s,
     0::integer as partitions,
     null::integer as partitions_total,
     false as complete;
