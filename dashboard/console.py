@@ -214,9 +214,14 @@ class Sandbox:
         self.copy: Path | None = None  # the newest copy, the one queries are sent to
         self.copied = 0
 
-    def _copy_catalog(self) -> Path:
+    def _copy_catalog(self, seen: bool) -> Path:
         """A fresh copy of the store's catalog in the private folder, renamed into place so the worker never
-        sees half of one."""
+        sees half of one. A catalogue the dashboard has `seen` and that is missing from its name is waited
+        for (catalog.while_catalog_gone): a mount that caches file names can still name the file a rename
+        just replaced."""
+        # imported here: the sealed worker imports this module, and must not import the queries package
+        from turnlens.queries.catalog import CATALOG_REOPEN_S, while_catalog_gone
+
         if self.copies is None:
             self.copies = Path(tempfile.mkdtemp(prefix="turnlens-console-"))
             atexit.register(shutil.rmtree, self.copies, ignore_errors=True)  # the dashboard never closes it
@@ -224,7 +229,11 @@ class Sandbox:
         target = self.copies / f"catalog-{self.copied}.duckdb"
         partial = target.with_suffix(".tmp")
         try:
-            shutil.copyfile(self.store_dir / CATALOG_FILE, partial)
+            while_catalog_gone(
+                lambda: shutil.copyfile(self.store_dir / CATALOG_FILE, partial),
+                lambda exc: isinstance(exc, FileNotFoundError),
+                CATALOG_REOPEN_S if seen else 0.0,
+            )
         except FileNotFoundError:
             raise ConsoleError(
                 f"No catalog at `{self.store_dir / CATALOG_FILE}` yet: ingest data into this store first."
@@ -286,7 +295,7 @@ class Sandbox:
                 self._stop(self.process)
                 self.process = None
             if self.copy is None or stamp != self.stamp or stamp is None:
-                self.copy, self.stamp = self._copy_catalog(), stamp
+                self.copy, self.stamp = self._copy_catalog(seen=stamp is not None), stamp
             if self.process is None:
                 self.process = self._start()
             process = self.process

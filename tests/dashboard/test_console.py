@@ -7,6 +7,7 @@ with every way of writing we know of, and the store must come out unchanged.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,6 +56,24 @@ def test_a_replaced_catalog_is_read_by_the_same_worker(sandbox: console.Sandbox,
     assert int(result.frame["n"][0]) == spans
     assert sandbox.process.pid == worker and sandbox.copy != first_copy
     assert sandbox.copies is not None and list(sandbox.copies.iterdir()) == [sandbox.copy]
+
+
+def test_a_catalogue_briefly_gone_from_its_name_is_waited_for(sandbox: console.Sandbox, store: Path) -> None:
+    """A mount that caches file names can miss the catalogue a rename just replaced: the console, given the
+    stamp of a catalogue the dashboard saw, waits for it a moment instead of saying the store has none."""
+    path = store / CATALOG_FILE
+    seen = path.stat()
+    away = path.with_name("away.duckdb")
+    path.rename(away)
+    back = threading.Timer(0.5, away.rename, args=(path,))
+    back.start()
+    try:
+        result = console.run(
+            sandbox, "select count(*) as n from spans", row_limit=1, time_limit_s=30, stamp=(seen.st_ino, -1)
+        )
+    finally:
+        back.join()
+    assert int(result.frame["n"][0]) > 0
 
 
 def test_rows_are_cut_at_the_limit(sandbox: console.Sandbox) -> None:
