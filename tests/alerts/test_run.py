@@ -400,18 +400,29 @@ def test_a_still_firing_alert_is_told_again_after_the_repeat_interval_only(
     assert [h["status"] for h in alerting.load_history(store)] == ["firing", "resolved"]  # no repeat there
 
 
+def _shipped_rule(tmp_path: Path, name: str) -> Path:
+    """A rules folder holding one of the shipped rules, as it ships."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    shipped = Path(alerting.__file__).parent / "rules" / name
+    (rules / shipped.name).write_text(shipped.read_text())
+    (rules / "_order").write_text(f"{shipped.name}\n")
+    return rules
+
+
+def _one_turn_store(builder: storebuilder.StoreBuilder) -> Path:
+    """A store of one turn, whose one span was received at T0."""
+    builder.span(session="s1", turn="t1", layer="stream", name="stream", start_ms=T0_MS - 2000, end_ms=T0_MS)
+    return builder.write(_queries_dir())
+
+
 def test_spans_the_per_turn_views_do_not_cover_warn_until_a_materialiser_run_takes_them(
     turnlens, builder, tmp_path: Path
 ) -> None:
     """The shipped PerTurnStateBehind rule on a real store: a span received after the derived state's
     watermark warns once it has waited two minutes; the run that takes it into the state resolves it."""
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    shipped = Path(alerting.__file__).parent / "rules" / "per_turn_state_behind.sql"
-    (rules / shipped.name).write_text(shipped.read_text())
-    (rules / "_order").write_text(f"{shipped.name}\n")
-    builder.span(session="s1", turn="t1", layer="stream", name="stream", start_ms=T0_MS - 2000, end_ms=T0_MS)
-    store = builder.write(_queries_dir())
+    rules = _shipped_rule(tmp_path, "per_turn_state_behind.sql")
+    store = _one_turn_store(builder)
     ns = lambda delta: int((T0 + delta).timestamp() * 1e9)  # noqa: E731
     materialize.materialize(store, segments_glob(store), margin_s=0, now_ns=ns(timedelta(seconds=10)))
     # received at T0 + 60 s, after the watermark (T0 + 10 s): the views do not show it yet
@@ -440,13 +451,8 @@ def test_spans_inside_the_materialisers_margin_wait_that_margin_before_they_warn
 ) -> None:
     """A materialiser told to leave the last five minutes unread (`--materialize-margin 300`) records that
     margin in turnlens_snapshot; PerTurnStateBehind allows for it instead of firing for as long as it runs."""
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    shipped = Path(alerting.__file__).parent / "rules" / "per_turn_state_behind.sql"
-    (rules / shipped.name).write_text(shipped.read_text())
-    (rules / "_order").write_text(f"{shipped.name}\n")
-    builder.span(session="s1", turn="t1", layer="stream", name="stream", start_ms=T0_MS - 2000, end_ms=T0_MS)
-    store = builder.write(_queries_dir())
+    rules = _shipped_rule(tmp_path, "per_turn_state_behind.sql")
+    store = _one_turn_store(builder)
     ns = lambda delta: int((T0 + delta).timestamp() * 1e9)  # noqa: E731
     # run at T0 + 310 s with a margin of 300 s: the watermark is T0 + 10 s
     materialize.materialize(store, segments_glob(store), margin_s=300, now_ns=ns(timedelta(seconds=310)))
