@@ -346,15 +346,17 @@ def _materialize_runs(args: argparse.Namespace) -> int:
 
 def _loop(args: argparse.Namespace, beside: materialize.FoldBeside | None) -> int:
     own_busy = 0.0  # cores this process kept busy over the last run and pause (part of the load average)
-    host_busy = None  # cores the whole host kept busy over the same time, measured
+    others = None  # cores the rest of the host kept busy over the same time at a priority not below ours
     parent = os.environ.get("TURNLENS_PARENT_PID")  # set by the collector that started this loop
     while True:
-        started, cpu, busy = time.monotonic(), time.process_time(), materialize.host_busy_seconds()
+        started, cpu, own_user = time.monotonic(), time.process_time(), os.times().user
+        busy, niced = materialize.host_busy_seconds(), materialize.host_niced_seconds()
         threads = args.threads
         if threads == "auto":
             # the load average counts tasks waiting for a core too: on two cores 1.5 of them busy read as 2.6
-            load = os.getloadavg()[0] if host_busy is None else host_busy
-            threads = materialize.idle_threads(load, os.cpu_count() or 1, own_busy)
+            if others is None:
+                others = max(0.0, os.getloadavg()[0] - own_busy)
+            threads = materialize.idle_threads(others, os.cpu_count() or 1)
         code = _materialize_once(args, threads, beside)
         if args.every is None:
             return code
@@ -367,8 +369,13 @@ def _loop(args: argparse.Namespace, beside: materialize.FoldBeside | None) -> in
             return code
         wall = max(time.monotonic() - started, 1e-3)
         own_busy = (time.process_time() - cpu) / wall
-        busy_now = materialize.host_busy_seconds()
-        host_busy = None if busy is None or busy_now is None else (busy_now - busy) / wall
+        # this process's user time is in the host's niced time when it runs niced (the collector's nice 3)
+        own_niced = (os.times().user - own_user) / wall if os.nice(0) > 0 else 0.0
+        busy_now, niced_now = materialize.host_busy_seconds(), materialize.host_niced_seconds()
+        others = None
+        if busy is not None and busy_now is not None and niced is not None and niced_now is not None:
+            host_busy, host_niced = (busy_now - busy) / wall, (niced_now - niced) / wall
+            others = materialize.others_busy(host_busy, host_niced, own_busy, own_niced)
 
 
 def _resume_note(summary: dict[str, Any]) -> str:

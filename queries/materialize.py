@@ -610,27 +610,51 @@ def materialize(
     return summary
 
 
-def idle_threads(host_busy: float, cores: int, own_busy: float) -> int:
+def idle_threads(others: float, cores: int) -> int:
     """DuckDB threads for a run on a shared host (`--threads auto`): one per core the rest of the host leaves
-    at least a quarter idle, at least one. The rest is `host_busy` (the cores the whole host kept busy lately:
-    its measured CPU time, else the 1-minute load average) less `own_busy`, the cores this process kept busy
-    over the same time. The materialiser runs at a lower CPU priority than the collector, so a second thread
-    takes what the collector leaves; on a host busy with other work it would mostly wait for a core, and
-    splitting the work costs CPU of its own."""
-    others = max(0.0, host_busy - own_busy)
+    at least a quarter idle, at least one. `others`: the cores the rest of the host kept busy lately at a
+    priority the run does not outrank (others_busy; else the 1-minute load average less this process's
+    share). The materialiser runs at a lower CPU priority than the collector, so a second thread takes what
+    the collector leaves; on a host busy with other work it would mostly wait for a core, and splitting the
+    work costs CPU of its own."""
     return max(1, min(cores, int(cores - others + 0.75)))
 
 
 def host_busy_seconds() -> float | None:
     """CPU seconds the whole host has spent busy since it booted (every core, every process: /proc/stat's
     first line less idle and I/O wait); None where /proc is not available."""
-    try:
-        with open("/proc/stat") as stat:
-            ticks = [int(field) for field in stat.readline().split()[1:]]
-    except (OSError, ValueError):
+    ticks = _host_ticks()
+    if ticks is None:
         return None
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def host_niced_seconds() -> float | None:
+    """Of host_busy_seconds, the user time of processes at a lower CPU priority than the default (nice above
+    0, /proc/stat's `nice` column): the collector's compaction (nice 10), and the materialiser itself (nice 3)
+    under the collector. None where /proc is not available."""
+    ticks = _host_ticks()
+    return None if ticks is None else ticks[1] / os.sysconf("SC_CLK_TCK")
+
+
+def _host_ticks() -> list[int] | None:
+    try:
+        with open("/proc/stat") as stat:
+            return [int(field) for field in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+
+
+def others_busy(host_busy: float, host_niced: float, own_busy: float, own_niced: float) -> float:
+    """The cores the rest of the host kept busy at a CPU priority a run does not outrank: `host_busy` less
+    this process's own `own_busy`, less what processes of a lower priority than the default kept busy
+    (`host_niced`, of which `own_niced` is this process's own). A process niced more than this one mostly
+    waits while it runs: the collector's compaction (nice 10) gets about a fifth of what the materialiser
+    (nice 3) gets of a core they share, so a merge of five minutes of segments does not take a thread from
+    the refreshes. A process niced less than this one but above 0 counts as lower too: /proc/stat does not
+    tell them apart."""
+    return max(0.0, host_busy - own_busy - max(0.0, host_niced - own_niced))
 
 
 def peak_rss_mb() -> float | None:
