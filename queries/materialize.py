@@ -108,6 +108,9 @@ RUNNING_FILE = ".running"
 # it is merged
 FOLD_PREFIX = ".folding-"
 FOLD_SPILL_DIR = ".fold-spill"  # where its connection spills (its own: DuckDB's spill files are per database)
+# the CPU priority of the fold beside a loop's refreshes (its thread's nice value): bulk work that may wait,
+# as compaction (collector/maintenance.py), so the refreshes (nice 3 under the collector) get the cores first
+FOLD_NICE = 10
 # a loop's refresh folds in line, waiting for a fold beside it, once this many deltas are named
 DELTAS_HARD_MAX = 2 * DEFAULT_DELTAS_MAX
 # stored copies a full build resolves each trace's identity over at once (whole_store_identity), past which it
@@ -618,6 +621,17 @@ def idle_threads(others: float, cores: int) -> int:
     the collector leaves; on a host busy with other work it would mostly wait for a core, and splitting the
     work costs CPU of its own."""
     return max(1, min(cores, int(cores - others + 0.75)))
+
+
+def lower_thread_priority(nice: int) -> None:
+    """Runs the calling thread at CPU priority `nice` or lower. Linux keeps a nice value per thread
+    (setpriority on the thread's id); elsewhere, or where it is refused, the thread runs as it did."""
+    try:
+        tid = threading.get_native_id()
+        if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+    except (AttributeError, OSError):
+        pass
 
 
 def host_busy_seconds() -> float | None:
@@ -1236,6 +1250,7 @@ class FoldBeside:
 
     def _fold(self) -> None:
         started, cpu = time.perf_counter(), time.thread_time()  # one DuckDB thread: this one
+        lower_thread_priority(FOLD_NICE)
         _OWN_TIMINGS.pair = (defaultdict(float), defaultdict(float))
         assert self.base is not None
         try:

@@ -10,9 +10,11 @@ leave no file behind.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -56,12 +58,24 @@ def _two_deltas_then_a_fold(staged: StagedStore, contract_turn: Any, beside: Any
 
 
 def test_a_fold_beside_is_merged_under_the_deltas_written_meanwhile(
-    staged: StagedStore, contract_turn: Any
+    staged: StagedStore, contract_turn: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    priorities: list[int] = []  # the CPU priority the fold's partitions were written at
+    fold_files = materialize._fold_files
+
+    def fold_files_noting_priority(run: Any, manifest: Any) -> list[str]:
+        priorities.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return fold_files(run, manifest)
+
+    monkeypatch.setattr(materialize, "_fold_files", fold_files_noting_priority)
+    refreshes_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     beside = _beside(staged)
     late_tools = _two_deltas_then_a_fold(staged, contract_turn, beside)
     beside.wait()
     assert beside.error is None and beside.parts, "the early turn's partition was folded"
+    # bulk work that may wait: the fold's thread yields the cores to the refreshes, which keep their priority
+    assert priorities == [max(refreshes_nice, materialize.FOLD_NICE)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == refreshes_nice
     folded_version = beside.version
 
     # the later turn's tool spans arrive after the fold began: their delta is newer than the fold's input
