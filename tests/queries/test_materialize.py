@@ -22,7 +22,7 @@ from storebuilder import rounded
 from turnlens.collector import compaction, segments
 from turnlens.collector.segments import host_tag
 from turnlens.kernel.layout import segments_glob
-from turnlens.queries import catalog, materialize, turn_queries
+from turnlens.queries import catalog, commands, materialize, turn_queries
 from turnlens.queries import manifest as derived_manifest
 
 from turnlens.cli import main
@@ -359,6 +359,16 @@ def test_a_fold_publishes_the_new_rows_first_and_readers_keep_the_catalogue_they
     materialize.materialize(store, segments_glob(store), margin_s=0)
     with catalog.connect(store) as con:
         assert con.execute("select slo_cancel_to_ack_ms from settings").fetchall() == [(50,)]
+
+
+def test_a_loop_behind_the_spans_starts_its_next_run_at_once_but_pauses_for_deleters_now_and_then() -> None:
+    # a run shorter than the interval: the next starts one interval after it began, at least half one later
+    assert commands.loop_pause(0.3, 1.0, 0.0) == pytest.approx(0.7)
+    assert commands.loop_pause(0.9, 1.0, 0.0) == 0.5
+    # a longer one: the loop is behind, and every second of pause would be traffic the next run must take
+    assert commands.loop_pause(4.0, 1.0, 3.0) == commands.BEHIND_PAUSE_S < 0.1
+    # but replaced files are deleted only while no run reads: half an interval every DELETE_CHANCE_S
+    assert commands.loop_pause(4.0, 1.0, commands.DELETE_CHANCE_S + 0.1) == 0.5
 
 
 def test_threads_auto_gives_a_run_the_cores_the_rest_of_the_host_leaves_idle(
