@@ -15,6 +15,9 @@ Prints `freshness_p50_s`, `freshness_p99_s`, the achieved rate and the load aver
 (`--json`: stdout holds only that).
 
     .venv/bin/python bench/freshness.py --seconds 60 --json
+
+A window shorter than the collector's compaction interval (5 minutes) holds no compaction pass, and one of a
+minute or two no fold of full partitions: `--seconds 900` gives the sustained figure.
 """
 
 from __future__ import annotations
