@@ -365,7 +365,7 @@ def _loop(args: argparse.Namespace, beside: materialize.FoldBeside | None) -> in
     paused = time.monotonic()  # when the loop last paused half an interval or more
     while True:
         started, cpu, own_user = time.monotonic(), time.process_time(), os.times().user
-        busy, niced = materialize.host_busy_seconds(), materialize.host_niced_seconds()
+        host = materialize.host_cpu_seconds()
         threads = args.threads
         if threads == "auto":
             # the load average counts tasks waiting for a core too: on two cores 1.5 of them busy read as 2.6
@@ -386,9 +386,10 @@ def _loop(args: argparse.Namespace, beside: materialize.FoldBeside | None) -> in
         own_busy = (time.process_time() - cpu) / wall
         # this process's user time is in the host's niced time when it runs niced (the collector's nice 3)
         own_niced = (os.times().user - own_user) / wall if os.nice(0) > 0 else 0.0
-        busy_now, niced_now = materialize.host_busy_seconds(), materialize.host_niced_seconds()
+        host_now = materialize.host_cpu_seconds()
         others = None
-        if busy is not None and busy_now is not None and niced is not None and niced_now is not None:
+        if host is not None and host_now is not None:
+            (busy, niced), (busy_now, niced_now) = host, host_now
             host_busy, host_niced = (busy_now - busy) / wall, (niced_now - niced) / wall
             others = materialize.others_busy(host_busy, host_niced, own_busy, own_niced)
 

@@ -634,30 +634,19 @@ def lower_thread_priority(nice: int) -> None:
         pass
 
 
-def host_busy_seconds() -> float | None:
-    """CPU seconds the whole host has spent busy since it booted (every core, every process: /proc/stat's
-    first line less idle and I/O wait); None where /proc is not available."""
-    ticks = _host_ticks()
-    if ticks is None:
-        return None
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def host_niced_seconds() -> float | None:
-    """Of host_busy_seconds, the user time of processes at a lower CPU priority than the default (nice above
-    0, /proc/stat's `nice` column): the collector's compaction (nice 10), and the materialiser itself (nice 3)
-    under the collector. None where /proc is not available."""
-    ticks = _host_ticks()
-    return None if ticks is None else ticks[1] / os.sysconf("SC_CLK_TCK")
-
-
-def _host_ticks() -> list[int] | None:
+def host_cpu_seconds() -> tuple[float, float] | None:
+    """CPU seconds the whole host has spent since it booted, from /proc/stat's first line: busy (every core,
+    every process, less idle and I/O wait), and of that the user time of processes at a lower CPU priority
+    than the default (nice above 0, the `nice` column: the collector's compaction at nice 10, and the
+    materialiser itself at nice 3 under the collector). None where /proc is not available."""
     try:
         with open("/proc/stat") as stat:
-            return [int(field) for field in stat.readline().split()[1:]]
+            ticks = [int(field) for field in stat.readline().split()[1:]]
     except (OSError, ValueError):
         return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks[:8]) - idle) / tick, ticks[1] / tick
 
 
 def others_busy(host_busy: float, host_niced: float, own_busy: float, own_niced: float) -> float:
