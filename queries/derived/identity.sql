@@ -1,15 +1,19 @@
 -- What a snapshot records of each trace besides its turn, as macros over a relation of stored copies named by
 -- string: the whole store for a full build (derived/steps/materialize.sql), the fresh copies for the fresh part (fresh.sql).
 
--- trace_keys_of(stored): (trace_id, idempotency_key) for every key a trace's spans or span events carry.
+-- trace_keys_of(stored): (trace_id, idempotency_key) for every key a trace's spans or span events carry. A text test
+-- first (the collector writes attribute keys unescaped): few attributes carry a key, and parsing each span's and each
+-- event's JSON for one cost 0.19 s of 100,000 spans, against 0.10 s with the test
 create or replace macro turnlens_trace_keys_of(stored) as table
 select distinct trace_id, idempotency_key
 from (
     select trace_id, json_extract_string(attributes, '$."turnlens.idempotency_key"') as idempotency_key
     from query_table(stored)
+    where contains(attributes, 'turnlens.idempotency_key')
     union all
-    select trace_id, json_extract_string(unnest(list_transform(events, lambda e: e.attributes)),
-        '$."turnlens.idempotency_key"')
+    select trace_id, json_extract_string(unnest(list_transform(
+        list_filter(events, lambda e: contains(e.attributes, 'turnlens.idempotency_key')), lambda e: e.attributes
+    )), '$."turnlens.idempotency_key"')
     from query_table(stored)
 )
 where idempotency_key is not null;

@@ -104,6 +104,46 @@ def test_an_idempotency_key_shared_with_an_older_partition_refreshes_both(
     assert "unbilled_side_effect" not in staged.kinds("turnA")
 
 
+def test_a_key_only_a_span_event_carries_refreshes_the_turn_sharing_it(
+    staged: StagedStore, contract_turn: Any, span: Any, builders: SimpleNamespace
+) -> None:
+    # as above, but the charge in the later turn is a billing service's span whose only mention of the key is
+    # its billing.charged event: the spans' attributes never name it
+    turn_a = contract_turn(turn="turnA", trace="ta", session="s-a", key="k-event", charged=False)
+    staged.send(turn_a, at_ms=20_000)
+    staged.refresh(21_000)
+    assert "unbilled_side_effect" in staged.kinds("turnA")
+
+    at = 10 * MINUTE_MS
+    charged = builders.event(
+        "billing.charged",
+        at + 10,
+        hlc_at=at + 10,
+        **{
+            "turnlens.idempotency_key": "k-event",
+            "gen_ai.tool.call.id": "call-c",
+            "turnlens.billing.kind": "side_effect",
+            "turnlens.billing.amount": 0.5,
+        },
+    )
+    charge = span(
+        "charge",
+        at,
+        at + 20,
+        trace="tc",
+        session="s-c",
+        turn="turnC",
+        layer="billing",
+        hlc_at=at,
+        events=[charged],
+    )
+    staged.send([charge], at_ms=at + 5000)
+    refreshed = staged.refresh(at + 6000)
+    assert refreshed["touched_turns"] == 2
+    staged.assert_equal_to_live()
+    assert "unbilled_side_effect" not in staged.kinds("turnA")
+
+
 def test_a_trace_linking_into_an_older_partition_joins_that_turn(
     staged: StagedStore, contract_turn: Any, span: Any
 ) -> None:
