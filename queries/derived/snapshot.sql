@@ -159,17 +159,24 @@ coalesce(getvariable('turnlens_lookup_trace_keys'), {{trace_keys_files}});
 create or replace macro turnlens_lookup_trace_links() as
 coalesce(getvariable('turnlens_lookup_trace_links'), {{trace_links_files}});
 
+-- The chunks of the trace -> segment index: which segments hold which trace, and the newest copy each segment holds.
+-- Lists of their own, so that a new version replaces these and not the macros below that read them: creating one of
+-- those binds it, listing every segment of the store (0.1 s of each refresh of a store a 10k spans/s collector fills).
+create or replace macro turnlens_index_traces_files() as {{index_traces_files}};
+
+create or replace macro turnlens_index_segments_files() as {{index_segments_files}};
+
 -- turnlens_new_copy_files(), as base/spans.sql defines it: the segments the index does not know (written, or compacted,
 -- since) and those it says hold a copy received after the watermark; the zero-row placeholder, never indexed, first. Every
 -- other segment holds copies of the derived state only: a lookup opening all 2,314 segments of a store a 16k spans/s
 -- collector left took 1.6 s of a turn's 2.0 s on the Turn detail page.
 create or replace macro turnlens_new_copy_files() as (
     with present as (
-        select file from glob({{segments}})
+        select file from glob(turnlens_segments()[1])
     ),
 
     indexed as (
-        select file, max_received from read_parquet({{index_segments_files}}, hive_partitioning = false)
+        select file, max_received from read_parquet(turnlens_index_segments_files(), hive_partitioning = false)
     )
 
     select list(file order by file)
@@ -278,12 +285,12 @@ create or replace macro key_traces_of(traces) as (
 -- opens the few segments that hold it instead of every segment of the store.
 create or replace macro turn_files_of(traces) as (
     with present as (
-        select file from glob({{segments}})
+        select file from glob(turnlens_segments()[1])
     ),
 
     holding as (
         select distinct file
-        from read_parquet({{index_traces_files}}, hive_partitioning = false)
+        from read_parquet(turnlens_index_traces_files(), hive_partitioning = false)
         where trace_id between list_min(traces) and list_max(traces) and list_contains(traces, trace_id)
     )
 
@@ -292,6 +299,6 @@ create or replace macro turn_files_of(traces) as (
         select file from holding semi join present using (file)
         union
         select file from present
-        anti join read_parquet({{index_segments_files}}, hive_partitioning = false) as i using (file)
+        anti join read_parquet(turnlens_index_segments_files(), hive_partitioning = false) as i using (file)
     )
 );
