@@ -163,12 +163,56 @@ RELEASED_AFTER_LAST_READ = ("turnlens_fresh_stored", "turnlens_fresh_spans", "tu
 # the zero-row file of each table this process wrote, by the inputs it was written under (write_templates)
 _TEMPLATE_BYTES: dict[tuple[str, str], bytes] = {}
 TIMINGS: dict[str, float] = defaultdict(float)  # seconds per step of the last materialize()
-# CPU seconds per step (every thread of the process, DuckDB's included): on a machine other work shares, what
-# a step costs, where TIMINGS also counts the time it waited for a core
+# CPU seconds per step (every thread of the process, DuckDB's included, less a fold's beside it: run_cpu): on
+# a machine other work shares, what a step costs, where TIMINGS also counts the time it waited for a core
 CPU_TIMINGS: dict[str, float] = defaultdict(float)
 # a thread's own pair of those (a fold beside the refreshes: FoldBeside): else the step times of the run it is
 # beside would count its steps too
 _OWN_TIMINGS = threading.local()
+
+
+class _BesideCpu:
+    """The CPU of the threads working beside a run (a fold: FoldBeside), which the run's figures leave out:
+    the process's CPU is one, and the refreshes a fold ran beside counted its 16-20 CPU s as their own. Each
+    such thread is read through its own CPU clock while it runs, and its total is kept once it leaves."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[int, int] = {}  # thread ident -> its CPU clock
+        self._ended = 0.0
+
+    def enter(self) -> None:
+        """The calling thread works beside the runs from now on."""
+        if hasattr(time, "pthread_getcpuclockid"):  # else (not Unix) its CPU counts to the runs, as before
+            with self._lock:
+                self._live[threading.get_ident()] = time.pthread_getcpuclockid(threading.get_ident())
+
+    def leave(self) -> None:
+        """The calling thread's work beside the runs is over (before it ends: its clock ends with it)."""
+        with self._lock:
+            if self._live.pop(threading.get_ident(), None) is not None:
+                self._ended += time.thread_time()
+
+    def working(self) -> bool:
+        return threading.get_ident() in self._live
+
+    def seconds(self) -> float:
+        """The CPU seconds every such thread has used, since the process started."""
+        with self._lock:
+            return self._ended + sum(time.clock_gettime(clock) for clock in self._live.values())
+
+
+_BESIDE_CPU = _BesideCpu()
+
+
+def run_cpu() -> float:
+    """A CPU clock for the work of the calling thread's run: on a thread beside the runs, the thread's own (a
+    fold's one-thread DuckDB connection runs on it); else the process's, less that of the threads beside."""
+    if _BESIDE_CPU.working():
+        return time.thread_time()
+    return time.process_time() - _BESIDE_CPU.seconds()
+
+
 _PHASE = re.compile(r"^-- phase: (\w+)$", re.MULTILINE)
 _TEMP_VIEW = re.compile(r"create or replace temp view (\w+) as")
 
@@ -280,7 +324,7 @@ class _Run:
         """Creates one phase of derived/fresh.sql's views, unbound until read; those named in `held` are
         computed at once into temporary tables instead, in the file's order (each binds once, and the next
         ones read it from memory)."""
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu = time.perf_counter(), run_cpu()
         body = _sections((DERIVED_SQL / "fresh.sql").read_text(), _PHASE)[phase]
         if "input_files" in values and "input_copies" not in values:  # a refresh reads the segments
             values = {**values, "input_copies": f"span_copies_in({values['input_files']})"}
@@ -289,22 +333,22 @@ class _Run:
         for statement in statements:
             view = _TEMP_VIEW.search(statement)
             if view is not None and view[1] in held:
-                holding, holding_cpu = time.perf_counter(), time.process_time()
+                holding, holding_cpu = time.perf_counter(), run_cpu()
                 created = statement.replace(view[0], f"create or replace temp table {view[1]} as", 1)
                 [(rows,)] = self.con.execute(created).fetchall()  # CREATE TABLE AS answers its row count
                 self.held_rows[view[1]] = int(rows)
                 for name in last_read.get(view[1], ()):
                     self.con.execute(f"drop table {name}")
-                _add_time(f"hold {view[1]}", time.perf_counter() - holding, time.process_time() - holding_cpu)
+                _add_time(f"hold {view[1]}", time.perf_counter() - holding, run_cpu() - holding_cpu)
                 started += time.perf_counter() - holding
-                cpu += time.process_time() - holding_cpu
+                cpu += run_cpu() - holding_cpu
             elif view is not None:
                 # bound where a hold or a copy reads it: binding it here as well, each view again through all
                 # the views it reads, took 2.1 s of every unit of a full build on a small store
                 self.con.execute(unbound_view(statement))
             else:
                 self.con.execute(statement)
-        _add_time(f"define {phase}", time.perf_counter() - started, time.process_time() - cpu)
+        _add_time(f"define {phase}", time.perf_counter() - started, run_cpu() - cpu)
 
     def hold(self, names: tuple[str, ...]) -> None:
         """Computes relations of the fresh part once each, in order, and reads them from memory afterwards."""
@@ -551,7 +595,7 @@ def materialize(
     Returns what it did: mode (full / refresh), version, watermark, partitions written, rows, seconds.
     Raises MaterializeBusy when another process holds the store's derived-state lock.
     """
-    started, cpu = time.perf_counter(), time.process_time()
+    started, cpu = time.perf_counter(), run_cpu()
     TIMINGS.clear()
     CPU_TIMINGS.clear()
     watermark = (now_ns if now_ns is not None else time.time_ns()) - int(margin_s * 1e9)
@@ -605,7 +649,7 @@ def materialize(
         "partitions": len(manifest.partitions),
         "threads": threads,
         "seconds": round(time.perf_counter() - started, 3),
-        "cpu_seconds": round(time.process_time() - cpu, 3),
+        "cpu_seconds": round(run_cpu() - cpu, 3),
         "peak_rss_mb": peak_rss_mb(),
         "step_seconds": {name: round(seconds, 3) for name, seconds in TIMINGS.items()},
         "step_cpu_seconds": {name: round(seconds, 3) for name, seconds in CPU_TIMINGS.items()},
@@ -678,11 +722,11 @@ def peak_rss_mb() -> float | None:
 @contextmanager
 def _timed(name: str) -> Iterator[None]:
     """Adds the block's wall and CPU seconds to a step of TIMINGS and CPU_TIMINGS."""
-    started, cpu = time.perf_counter(), time.process_time()
+    started, cpu = time.perf_counter(), run_cpu()
     try:
         yield
     finally:
-        _add_time(name, time.perf_counter() - started, time.process_time() - cpu)
+        _add_time(name, time.perf_counter() - started, run_cpu() - cpu)
 
 
 def _add_time(name: str, wall: float, cpu: float) -> None:
@@ -1239,6 +1283,15 @@ class FoldBeside:
 
     def _fold(self) -> None:
         started, cpu = time.perf_counter(), time.thread_time()  # one DuckDB thread: this one
+        _BESIDE_CPU.enter()
+        try:
+            self._fold_on_this_thread()
+        finally:
+            self.seconds = time.perf_counter() - started
+            self.cpu_seconds = time.thread_time() - cpu
+            _BESIDE_CPU.leave()
+
+    def _fold_on_this_thread(self) -> None:
         lower_thread_priority(FOLD_NICE)
         _OWN_TIMINGS.pair = (defaultdict(float), defaultdict(float))
         assert self.base is not None
@@ -1265,8 +1318,6 @@ class FoldBeside:
                     shutil.rmtree(own, ignore_errors=True)
         except Exception as exc:  # noqa: BLE001 - any failure discards the fold; the refreshes go on
             self.error = exc
-        self.seconds = time.perf_counter() - started
-        self.cpu_seconds = time.thread_time() - cpu
 
     def merge(
         self, run: _Run, manifest: Manifest, wait: bool = False

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from stagedstore import MINUTE_MS, T0_MS, StagedStore, received_ns, shifted
 from turnlens.queries import manifest as derived_manifest
@@ -110,6 +111,47 @@ def test_a_fold_whose_partitions_another_run_rewrote_is_dropped(
     assert _fold_version_files(staged, beside.version) == []
     assert not beside.marker.exists()
     assert staged.assert_equal_to_live() == derived
+
+
+def test_a_refresh_counts_its_own_cpu_not_the_folds_beside_it(
+    staged: StagedStore, contract_turn: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a fold that keeps a core busy until the refresh after it is over: DuckDB work on the fold's own thread
+    # (without the GIL), its thread's CPU clock noted at every query
+    done = threading.Event()
+    samples: list[tuple[float, float]] = []  # (time.monotonic(), the fold thread's CPU seconds)
+    fold_files = materialize._fold_files
+
+    def fold_files_after_busy_work(run: Any, manifest: Any) -> list[str]:
+        busy = duckdb.connect()
+        busy.execute("set threads = 1")
+        deadline = time.monotonic() + 60
+        while not done.is_set() and time.monotonic() < deadline:
+            busy.execute("select count(*) from range(1000000) where hash(range) % 7 = 0").fetchall()
+            samples.append((time.monotonic(), time.thread_time()))
+        busy.close()
+        return fold_files(run, manifest)
+
+    monkeypatch.setattr(materialize, "_fold_files", fold_files_after_busy_work)
+    monkeypatch.setattr(materialize, "FOLD_NICE", 0)  # a fair share of the cores on a busy test host
+    beside = _beside(staged)
+    late_tools = _two_deltas_then_a_fold(staged, contract_turn, beside)
+    staged.send(late_tools, at_ms=6 * MINUTE_MS + 6000)
+    began, cpu = time.monotonic(), time.process_time()
+    beside_run = staged.refresh(6 * MINUTE_MS + 7000, beside=beside, deltas_max=1)
+    ended, process_cpu = time.monotonic(), time.process_time() - cpu
+    done.set()
+    beside.wait()
+
+    during = [thread_cpu for at, thread_cpu in samples if began <= at <= ended]
+    fold_cpu = during[-1] - during[0] if len(during) > 1 else 0.0
+    assert beside_run["fold_beside"] is None and beside_run["folded_partitions"] == [], "the fold was running"
+    assert fold_cpu > 0.15, "the fold kept a core busy while the refresh ran"
+    # the process's CPU over the refresh is the refresh's and the fold's: the run counts its own
+    assert beside_run["cpu_seconds"] == pytest.approx(process_cpu - fold_cpu, abs=0.1)
+    merged = staged.refresh(6 * MINUTE_MS + 8000, beside=beside, deltas_max=1)
+    assert merged["fold_beside_cpu_seconds"] >= fold_cpu, "the fold's CPU is its own figure"
+    staged.assert_equal_to_live()
 
 
 def test_a_loop_does_not_fold_beside_while_another_loops_fold_is_under_way(
