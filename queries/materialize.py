@@ -194,6 +194,7 @@ class _BesideCpu:
                 self._ended += time.thread_time()
 
     def working(self) -> bool:
+        """Whether the calling thread is one of them."""
         return threading.get_ident() in self._live
 
     def seconds(self) -> float:
