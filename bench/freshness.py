@@ -11,7 +11,8 @@ A real `turnlens collect` process with its default settings receives, over OTLP/
 
 A watcher reads the store's catalogue as the dashboard does (a new read-only connection each time the
 materialiser publishes, `watch`) and records when each probe's finding turns are all in `divergences`.
-Prints `freshness_p50_s`, `freshness_p99_s`, the achieved rate and the load average, as one JSON object
+Prints `freshness_p50_s`, `freshness_p99_s`, the achieved rate, the load average and what the materialiser's
+own summaries say of its runs (`loop_busy_share`, `run_wall_us_per_copy`, ...: loop_runs), as one JSON object
 (`--json`: stdout holds only that).
 
     .venv/bin/python bench/freshness.py --seconds 60 --json
@@ -237,7 +238,7 @@ def watch(store: Path, probes: list[Probe], lock: threading.Lock, stop: threadin
         stop.wait(POLL_S)
 
 
-def start_collector(store: Path, port: int) -> subprocess.Popen[str]:
+def start_collector(store: Path, port: int, log: Path) -> subprocess.Popen[str]:
     command = [
         sys.executable,
         "-m",
@@ -249,6 +250,8 @@ def start_collector(store: Path, port: int) -> subprocess.Popen[str]:
         f"127.0.0.1:{port}",
         "--grpc",
         "off",
+        "--materialize-log",  # each refresh's summary, for loop_runs: the defaults otherwise
+        str(log),
     ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     assert proc.stdout is not None
@@ -289,7 +292,9 @@ def main() -> int:
     store.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "sample_data" / "tool_registry.toml", store / "tool_registry.toml")
     port = free_port()
-    collector = start_collector(store, port)
+    log = store.with_name(f"{store.name}.materialize.jsonl")  # beside the store, not in it
+    log.unlink(missing_ok=True)
+    collector = start_collector(store, port, log)
     collector_started = time.time()
     url = f"http://127.0.0.1:{port}/v1/traces"
     acked = multiprocessing.Value("q", 0)
@@ -363,6 +368,7 @@ def main() -> int:
         },
         "sender_cpu_s": round(sender_cpu.value, 1),
         **refreshes(store, collector_started, window_started, window_ended),
+        **loop_runs(log, window_started, window_ended),
         "load_average_1m": round(load_during, 2),
         "load_average_1m_before": round(load_before, 2),
         "cores": os.cpu_count(),
@@ -371,6 +377,7 @@ def main() -> int:
     print(json.dumps(results))
     if args.store is None:
         shutil.rmtree(store, ignore_errors=True)
+        log.unlink(missing_ok=True)
     return 0 if len(seen) == len(probes) else 1
 
 
@@ -419,6 +426,36 @@ def refreshes(
         "refresh_gap_max_s": round(max(gaps), 2) if gaps else None,
         "watermark_behind_p50_s": round(statistics.median(behind), 2) if behind else None,
         "watermark_behind_max_s": round(max(behind), 2) if behind else None,
+    }
+
+
+def loop_runs(log: Path, window_started: float, window_ended: float) -> dict[str, Any]:
+    """What the materialiser's own summaries (`--materialize-log`) say of its refreshes that started in the
+    window: the share of the window they ran (near 1, the loop runs back to back and any extra work is a
+    backlog), their wall and CPU time per copy taken (steadier from one run of this benchmark to the next than
+    the p99), and a least-squares fit of a run's wall time as a fixed part plus a cost per copy."""
+    runs = []
+    for line in log.read_text().splitlines() if log.exists() else []:
+        try:
+            run = json.loads(line)
+        except ValueError:
+            continue
+        started = int(run.get("watermark_unix_nano") or 0) / 1e9  # a refresh's watermark is its start
+        in_window = window_started <= started <= window_ended
+        if run.get("mode") == "refresh" and in_window and run.get("new_copies"):
+            runs.append(run)
+    if len(runs) < 2:
+        return {"loop_runs": len(runs)}
+    copies = [float(run["new_copies"]) for run in runs]
+    walls = [float(run["seconds"]) for run in runs]
+    per_copy, fixed = statistics.linear_regression(copies, walls)
+    return {
+        "loop_runs": len(runs),
+        "loop_busy_share": round(sum(walls) / (window_ended - window_started), 3),
+        "run_wall_us_per_copy": round(sum(walls) / sum(copies) * 1e6, 1),
+        "run_cpu_us_per_copy": round(sum(float(run["cpu_seconds"]) for run in runs) / sum(copies) * 1e6, 1),
+        "run_fixed_s": round(fixed, 3),
+        "run_marginal_us_per_copy": round(per_copy * 1e6, 1),
     }
 
 

@@ -83,20 +83,26 @@ def child_setup(parent_pid: int, nice: int = NICE) -> Callable[[], None]:
     return setup
 
 
-def start_child(args: list[str], nice: int) -> subprocess.Popen[bytes]:
-    """`turnlens <args>` in a child of this process at CPU priority `nice`, killed if this process dies."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "turnlens.cli", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        env={**os.environ, PARENT_PID_ENV: str(os.getpid())},
-        preexec_fn=child_setup(os.getpid(), nice),  # noqa: PLW1509 - no threads run in the child before exec
-    )
+def start_child(args: list[str], nice: int, log: Path | None = None) -> subprocess.Popen[bytes]:
+    """`turnlens <args>` in a child of this process at CPU priority `nice`, killed if this process dies; its
+    standard output appended to `log`, or discarded."""
+    out = open(log, "ab") if log is not None else None  # noqa: SIM115 - the child holds it; ours closes below
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "turnlens.cli", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out if out is not None else subprocess.DEVNULL,
+            env={**os.environ, PARENT_PID_ENV: str(os.getpid())},
+            preexec_fn=child_setup(os.getpid(), nice),  # noqa: PLW1509 - no threads run in the child before exec
+        )
+    finally:
+        if out is not None:
+            out.close()
 
 
-def run_child(args: list[str], nice: int, timeout_s: float) -> int | None:
+def run_child(args: list[str], nice: int, timeout_s: float, log: Path | None = None) -> int | None:
     """`turnlens <args>` once, as start_child starts it: its exit code, or None if stopped at `timeout_s`."""
-    child = start_child(args, nice)
+    child = start_child(args, nice, log)
     try:
         return child.wait(timeout_s)
     except subprocess.TimeoutExpired:
@@ -112,11 +118,14 @@ def run_child(args: list[str], nice: int, timeout_s: float) -> int | None:
 class ChildLoop:
     """Runs `turnlens <args>` every `interval_s` seconds until stopped, at CPU priority `nice`."""
 
-    def __init__(self, name: str, args: list[str], interval_s: float, nice: int = NICE) -> None:
+    def __init__(
+        self, name: str, args: list[str], interval_s: float, nice: int = NICE, log: Path | None = None
+    ) -> None:
         self.name = name
         self.args = args
         self.interval_s = interval_s
         self.nice = nice
+        self.log = log  # where the child's standard output goes (appended); None: nowhere
         self.runs = 0
         self.failures = 0
         self._stopping = threading.Event()
@@ -128,7 +137,7 @@ class ChildLoop:
 
     def _loop(self) -> None:
         while not self._stopping.wait(self.interval_s):
-            self._child = start_child(self.args, self.nice)
+            self._child = start_child(self.args, self.nice, self.log)
             code = self._child.wait()
             self.runs += 1
             if code not in (0, BUSY) and not self._stopping.is_set():

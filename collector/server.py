@@ -8,6 +8,7 @@ still buffered.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from turnlens.collector.grpc_receiver import GrpcReceiver
 from turnlens.collector.http_receiver import HttpReceiver
@@ -75,7 +76,9 @@ class Collector:
             memory = ["--memory-limit", settings.materialize_memory_limit.strip()]
             if settings.materialize_spill_dir:
                 memory += ["--spill-dir", settings.materialize_spill_dir]
-            self.materialize_args = ["materialize", "--store", store, "--quiet", *threads, *memory, *grace]
+            log = Path(settings.materialize_log) if settings.materialize_log else None
+            output = "--json" if log is not None else "--quiet"  # one line per refresh, kept or not printed
+            self.materialize_args = ["materialize", "--store", store, output, *threads, *memory, *grace]
             self.maintenance.append(
                 ChildLoop(
                     "materialize",
@@ -88,6 +91,7 @@ class Collector:
                     ],
                     settings.materialize_interval_s,
                     nice=MATERIALIZE_NICE,
+                    log=log,
                 )
             )
         self.maintenance.append(ReplacedSweeper(settings.store))
@@ -141,7 +145,8 @@ class Collector:
             return
         grace = self.settings.shutdown_grace_s
         # at the collector's own priority: nothing is received any more that the niced loop made way for
-        code = run_child([*self.materialize_args, "--margin", "0"], 0, grace)
+        log = Path(self.settings.materialize_log) if self.settings.materialize_log else None
+        code = run_child([*self.materialize_args, "--margin", "0"], 0, grace, log)
         if code == 0:
             self.last_refresh = "per-turn views cover every span stored"
         elif code is None:

@@ -48,6 +48,7 @@ class CollectorSettings:
     materialize_threads: str = "auto"  # DuckDB threads of a refresh: a number, or auto (the cores left idle)
     materialize_memory_limit: str = "1GB"  # DuckDB's memory limit in the materialiser; past it, it spills
     materialize_spill_dir: str | None = None  # where it spills: a local disk's folder; unset, the store's own
+    materialize_log: str | None = None  # a file each refresh appends its JSON summary to; unset, none kept
     shutdown_grace: str = "10s"  # on SIGTERM, how long in-flight requests may take to finish
     read_timeout: str = "30s"  # a request's body must have arrived this long after its headers; else 408
     header_timeout: str = "10s"  # a request's line and headers must have arrived this long after it began
@@ -131,6 +132,8 @@ HELP = {
     " disk",
     "materialize_spill_dir": "where the materialiser's DuckDB spills: a folder on a local disk, for a store"
     " on a network filesystem or in a bucket (default: the store's derived/.spill)",
+    "materialize_log": "a file the materialiser appends one JSON line to per refresh (what it took: copies,"
+    " seconds and CPU per step, as `turnlens materialize --json` prints it); unset, none is kept",
     "shutdown_grace": "on SIGTERM, how long in-flight requests may take before the store is flushed",
     "read_timeout": "how long a request body may take to arrive after its headers (e.g. 30s); slower: 408",
     "header_timeout": "how long a request's line and headers may take to arrive (e.g. 10s); slower: 408",

@@ -4,6 +4,7 @@ views once a snapshot covers them, without anyone running `turnlens materialize`
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 
@@ -19,8 +20,9 @@ from turnlens.cli import main
 @pytest.mark.slow
 def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> None:  # noqa: ANN001
     store = tmp_path / "store"
+    log = tmp_path / "materialize.jsonl"
     collector = CollectorProcess(
-        store, "--compact-interval", "2s"
+        store, "--compact-interval", "2s", "--materialize-log", str(log)
     ).start()  # the default materialise schedule
     try:
         assert (
@@ -58,6 +60,13 @@ def test_the_collector_refreshes_the_snapshot_of_what_it_received(tmp_path) -> N
             generation = snapshot_generation()
             time.sleep(0.5)
         assert generation is not None, collector.lines
+        # each refresh appended its summary: the one the catalogue reads is there, with what it took
+        text = log.read_text()
+        logged = [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+        published = {run["generation"]: run for run in logged}
+        assert generation in published, logged
+        assert sum(run.get("new_copies") or 0 for run in logged) > 0
+        assert published[generation]["cpu_seconds"] >= 0 and published[generation]["step_seconds"]
         with catalog.connect(store) as con:
             [(turns,)] = con.execute("select count(*) from turns").fetchall()
             [(live_turns,)] = con.execute(
