@@ -42,7 +42,7 @@ from turnlens.collector import compaction
 NICE = 10  # compaction: bulk work that may wait
 # the materialiser: its speed is how fresh the per-turn views are, and on a busy host a process at nice 10
 # gets about a tenth of a fair share (CFS weight 110 against 1024): measured, 0.03 CPU-s per second beside a
-# load of 11-16, so its first run never ended; nice 3 (weight 423) still yields to the collector's threads
+# load of 11-16, so its first run never ended; nice 3 (weight 526) still yields to the collector's threads
 MATERIALIZE_NICE = 3
 BUSY = 75  # EX_TEMPFAIL: another process holds the store's maintenance or snapshot lock
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>

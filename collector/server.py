@@ -8,7 +8,6 @@ still buffered.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from turnlens.collector.grpc_receiver import GrpcReceiver
 from turnlens.collector.http_receiver import HttpReceiver
@@ -76,7 +75,7 @@ class Collector:
             memory = ["--memory-limit", settings.materialize_memory_limit.strip()]
             if settings.materialize_spill_dir:
                 memory += ["--spill-dir", settings.materialize_spill_dir]
-            log = Path(settings.materialize_log) if settings.materialize_log else None
+            log = settings.materialize_log_file
             output = "--json" if log is not None else "--quiet"  # one line per refresh, kept or not printed
             self.materialize_args = ["materialize", "--store", store, output, *threads, *memory, *grace]
             self.maintenance.append(
@@ -145,7 +144,7 @@ class Collector:
             return
         grace = self.settings.shutdown_grace_s
         # at the collector's own priority: nothing is received any more that the niced loop made way for
-        log = Path(self.settings.materialize_log) if self.settings.materialize_log else None
+        log = self.settings.materialize_log_file
         code = run_child([*self.materialize_args, "--margin", "0"], 0, grace, log)
         if code == 0:
             self.last_refresh = "per-turn views cover every span stored"

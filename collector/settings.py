@@ -77,6 +77,11 @@ class CollectorSettings:
         return parse_seconds(self.materialize_margin)
 
     @property
+    def materialize_log_file(self) -> Path | None:
+        """--materialize-log as a path; None when unset."""
+        return Path(self.materialize_log) if self.materialize_log else None
+
+    @property
     def materialize_thread_count(self) -> int | None:
         """--materialize-threads as a number; None for auto."""
         text = self.materialize_threads.strip().lower()
