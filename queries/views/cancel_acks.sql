@@ -98,7 +98,7 @@ with resolved as materialized (
 ),
 
 cancel_spans as (
-    select session_id, turn_id, layer, hlc as span_hlc, start_time_unix_nano, attributes, steps
+    select session_id, turn_id, layer, turnlens_hlc(hlc) as span_hlc, start_time_unix_nano, attributes, steps
     from resolved
 ),
 
@@ -115,15 +115,15 @@ cancel_rows as (
         r.step as step,
         layer,
         coalesce(
-            r.own_hlc,
-            ((span_hlc >> 16) + (r.wall_ns - start_time_unix_nano) // 1000000) << 16,
+            turnlens_hlc(r.own_hlc),
+            span_clock_hlc(span_hlc, r.wall_ns, start_time_unix_nano),
             (r.wall_ns // 1000000) << 16
         ) as order_hlc,
         coalesce(
             json_extract_string(r.attributes, '$."turnlens.cancel.origin"'),
             json_extract_string(attributes, '$."turnlens.cancel.origin"')
         ) as cancel_origin,
-        case when r.own_hlc is not null then 'hlc' when span_hlc is not null then 'span_clock' else 'wall_clock' end
+        case when turnlens_hlc(r.own_hlc) is not null then 'hlc' when span_hlc is not null then 'span_clock' else 'wall_clock' end
             as hlc_source
     from cancel_steps
     union all  -- the cancels a framework's spans show without declaring them (turn_events.sql)

@@ -18,7 +18,8 @@
 --   span_kind: the span's OTLP kind.
 --   status_code: the span's status (unset / ok / error).
 --   wall_ns: when it happened by the emitting node's wall clock, Unix nanoseconds.
---   hlc: the HLC the row carries itself (the event's turnlens.hlc, or the span's for its start); null when none.
+--   hlc: the HLC the row carries itself (the event's turnlens.hlc, or the span's for its start); null when none, or
+--     when the value cannot be an HLC (turnlens_hlc: negative, or past April 2262).
 --   hlc_source: hlc (carried), span_clock (span's HLC plus wall time elapsed in the span) or wall_clock (no HLC at all).
 --   order_hlc: the packed HLC the timelines sort on: hlc, else derived as hlc_source says.
 --   hlc_ms: the physical part of order_hlc, Unix milliseconds.
@@ -65,6 +66,12 @@ create or replace macro is_model_span(attributes) as (
     )
 );
 
+-- json_text(value): an attribute's string value that is itself JSON text (a list a framework sends as text), else
+-- null: text that only looks like JSON (a stray `[`, a cut-off list) counts as absent rather than failing the query.
+create or replace macro json_text(value) as (
+    case when json_valid(value) then value end
+);
+
 -- model_finish_reason(attributes): the first finish reason of a model call: gen_ai.response.finish_reasons (a list,
 -- or Logfire's JSON text of one), else the finish_reason of gen_ai.output.messages, else Traceloop's
 -- gen_ai.completion.0.finish_reason; an OpenInference model call with output (messages, output.value, or a completion
@@ -72,11 +79,12 @@ create or replace macro is_model_span(attributes) as (
 create or replace macro model_finish_reason(attributes) as (
     coalesce(
         json_extract_string(attributes, '$."gen_ai.response.finish_reasons"[0]'),
-        json_extract_string(json_extract_string(attributes, '$."gen_ai.response.finish_reasons"'), '$[0]'),
+        json_extract_string(json_text(json_extract_string(attributes, '$."gen_ai.response.finish_reasons"')), '$[0]'),
         case when starts_with(json_extract_string(attributes, '$."gen_ai.response.finish_reasons"'), '[') then null
             else json_extract_string(attributes, '$."gen_ai.response.finish_reasons"') end,
         -- Traceloop writes an empty finish reason for a stream cut short
-        nullif(json_extract_string(json_extract_string(attributes, '$."gen_ai.output.messages"'), '$[-1].finish_reason'), ''),
+        nullif(json_extract_string(json_text(json_extract_string(attributes, '$."gen_ai.output.messages"')),
+            '$[-1].finish_reason'), ''),
         nullif(json_extract_string(attributes, '$."gen_ai.completion.0.finish_reason"'), ''),
         case when json_extract_string(attributes, '$."llm.output_messages.0.message.role"') is not null
             or json_extract_string(attributes, '$."output.value"') is not null
@@ -108,7 +116,8 @@ create or replace macro requested_tool_calls(attributes) as (
         ),
         coalesce(list_transform(
             list_filter(
-                cast(json_extract(json_extract_string(attributes, '$."gen_ai.output.messages"'), '$[*].parts[*]') as json[]),
+                cast(json_extract(json_text(json_extract_string(attributes, '$."gen_ai.output.messages"')), '$[*].parts[*]')
+                    as json[]),
                 lambda p: json_extract_string(p, '$.type') = 'tool_call'
             ),
             lambda p: struct_pack(id := json_extract_string(p, '$.id'), name := json_extract_string(p, '$.name'))
@@ -237,6 +246,22 @@ select
 from (select * from requested union all select * from acknowledged) as x
 join framework_spans as s using (turn_id, span_id);
 
+-- turnlens_hlc(value): a carried turnlens.hlc, or null when it cannot be one: negative, or a physical part past
+-- 9,223,372,036,854 ms (April 2262, where int64 Unix nanoseconds end; its skew against a wall clock would not fit
+-- in them). The rows of such a span or event are ordered as if they carried none; the store keeps the value.
+create or replace macro turnlens_hlc(value) as (
+    case when value between 0 and 604462909807329279 then value end  -- (9223372036854 << 16) | 0xffff
+);
+
+-- span_clock_hlc(span_hlc, wall_ns, start_ns): the HLC of a row without one of its own, in a span with one: the
+-- span's moved on by the wall time elapsed since the span started; 0 for a row stamped before the span's HLC
+-- could have been (a row far earlier than its span's start: a clock, or an SDK, that left its time unset).
+create or replace macro span_clock_hlc(span_hlc, wall_ns, start_ns) as (
+    -- not greatest(ms, 0), which answers 0 for a null span_hlc
+    (case when (span_hlc >> 16) + (wall_ns - start_ns) // 1000000 < 0 then 0
+        else (span_hlc >> 16) + (wall_ns - start_ns) // 1000000 end) << 16
+);
+
 -- turn_events_from(spans): the same rows over a relation with the spans view's columns, named by string
 -- (turn_events_in passes a list's traces; the materialised views' fresh part passes its own, derived/fresh.sql).
 create or replace macro turn_events_from(spans) as table
@@ -270,7 +295,7 @@ typed_spans as not materialized (  -- what a span's events inherit from it (tool
     from (
         select
             session_id, turn_id, trace_id, span_id, parent_span_id, name as span_name, kind as span_kind,
-            status_code, layer, node, service_name, hlc as span_hlc, start_time_unix_nano, end_time_unix_nano,
+            status_code, layer, node, service_name, turnlens_hlc(hlc) as span_hlc, start_time_unix_nano, end_time_unix_nano,
             attributes as span_attributes, events,
             json_extract_string(attributes, [
                 '$."gen_ai.tool.call.id"', '$."gen_ai.tool.name"', '$."tool.name"', '$."turnlens.idempotency_key"',
@@ -300,7 +325,7 @@ exploded as (  -- every row a span gives, each with its own attributes: its star
     union all
     select
         * exclude (events, span_attributes, event, event_index),
-        'event', event_index, event.name, event.time_unix_nano, event.hlc, event.attributes
+        'event', event_index, event.name, event.time_unix_nano, turnlens_hlc(event.hlc), event.attributes
     from (select *, unnest(events) as event, generate_subscripts(events, 1)::bigint as event_index from typed_spans)
 ),
 
@@ -342,7 +367,7 @@ clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by
         end as hlc_source,
         coalesce(
             own_hlc,
-            ((span_hlc >> 16) + (wall_ns - start_time_unix_nano) // 1000000) << 16,
+            span_clock_hlc(span_hlc, wall_ns, start_time_unix_nano),
             (wall_ns // 1000000) << 16
         ) as order_hlc,
         coalesce(own."gen_ai.tool.call.id", inherited_call_id, inherited_oi_call_id) as named_call_id,
@@ -429,7 +454,7 @@ select
     coalesce(own."turnlens.cancel.origin", inherited_cancel_origin) as cancel_origin,
     coalesce(
         case when starts_with(own."gen_ai.response.finish_reasons", '[')  -- a list, or Logfire's JSON text of one
-            then json_extract_string(own."gen_ai.response.finish_reasons", '$[0]')
+            then json_extract_string(json_text(own."gen_ai.response.finish_reasons"), '$[0]')
             else own."gen_ai.response.finish_reasons" end,
         case when model_span and source <> 'event' then model_finish_reason(attributes) end
     ) as finish_reason,

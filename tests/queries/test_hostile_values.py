@@ -1,0 +1,136 @@
+"""Valid spans whose values are hostile never stop the derived state, nor any read of the store.
+
+A refresh computes the turns of every new span in one run: one span that made a query fail would stop the
+findings of the whole store until it left by retention. Given rows with such values, a refresh succeeds,
+equals the live views, and reads the values as the views document. test_fuzz_values.py sends a seeded
+campaign of such spans through a real collector (bench/fuzz_values.py) and reads the store as its users do.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from stagedstore import StagedStore
+from turnlens.kernel import contract as c
+from turnlens.queries import catalog
+
+INT64_MAX = 2**63 - 1
+
+
+def with_hlc(row: dict, packed: int) -> dict:
+    """The span as a client would send it with `turnlens.hlc` = packed (and the column it is copied to)."""
+    attributes = json.loads(row["attributes"])
+    attributes[c.HLC] = packed
+    return row | {"hlc": packed, "attributes": json.dumps(attributes)}
+
+
+def turn_rows(store: Path, turn: str) -> list[tuple]:
+    with catalog.connect(store) as con:
+        return con.execute(
+            "select name, hlc, hlc_source, order_hlc, skew_ms from turn_events where turn_id = ?", [turn]
+        ).fetchall()
+
+
+def test_an_hlc_no_clock_can_carry_orders_its_rows_by_wall_clock_and_the_refresh_goes_on(
+    staged: StagedStore, contract_turn: Any, span: Any, builders: Any
+) -> None:
+    """2^63-1 (its skew against a wall clock overflows int64) and -1 are no HLC: their rows are ordered as
+    rows without one, the store keeps what was sent, and the other turns of the same refresh get their
+    findings."""
+    good = contract_turn(turn="good", trace="tg", session="s-good", charged=False)
+    huge = with_hlc(
+        span(
+            "stream",
+            1000,
+            3000,
+            trace="th",
+            turn="huge",
+            session="s-bad",
+            layer="stream",
+            events=[
+                builders.event("stream.progress", 1500, **{c.STREAM_TOKENS: 10}),
+                builders.event("cancel.requested", 2000, hlc_at=2000),
+            ],
+        ),
+        INT64_MAX,
+    )
+    huge["events"][0]["hlc"] = -1  # an event's own HLC, negative
+    staged.send(good + [huge], at_ms=4000)
+    staged.refresh(5000)
+    staged.assert_equal_to_live()
+    assert "unbilled_side_effect" in staged.kinds("good")
+
+    start, progress, cancel, end = sorted(turn_rows(staged.dir, "huge"), key=lambda row: row[3])
+    wall_ms = builders.ns(1000) // 1_000_000
+    assert start == ("stream", None, "wall_clock", wall_ms << 16, None)
+    assert progress[:3] == ("stream.progress", None, "wall_clock")
+    # a valid HLC beside them still counts
+    assert cancel[:3] == ("cancel.requested", builders.hlc(2000), "hlc")
+    assert end[2] == "wall_clock"
+    with catalog.connect(staged.dir) as con:
+        [(stored,)] = con.execute("select hlc from spans where turn_id = 'huge'").fetchall()
+    assert stored == INT64_MAX, "the store keeps the value as it was sent"
+
+
+def test_an_event_stamped_long_before_its_span_sorts_first_rather_than_failing(
+    staged: StagedStore, span: Any, builders: Any
+) -> None:
+    """An SDK that leaves an event's time unset sends 0; with its span's HLC 100 ms behind that span's wall
+    clock, the span clock of the event would be before the Unix epoch."""
+    row = span(
+        "stream",
+        1000,
+        3000,
+        trace="tz",
+        turn="zero",
+        layer="stream",
+        hlc_at=900,
+        events=[builders.event("stream.progress", 1500, **{c.STREAM_TOKENS: 10})],
+    )
+    row["events"].append(builders.event("stream.completed", 0) | {"time_unix_nano": 0})
+    staged.send([row], at_ms=4000)
+    staged.refresh(5000)
+    staged.assert_equal_to_live()
+    first = sorted(turn_rows(staged.dir, "zero"), key=lambda r: r[3])[0]
+    assert first == ("stream.completed", None, "span_clock", 0, None)
+
+
+def test_a_finish_reason_that_only_looks_like_json_is_no_finish_reason(
+    staged: StagedStore, span: Any
+) -> None:
+    """A model call (a framework's: no HLC) whose finish reasons and output messages are cut-off JSON text."""
+    broken = span(
+        "chat gpt",
+        1000,
+        2000,
+        trace="tj",
+        turn="json",
+        attrs={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.response.finish_reasons": "[",
+            "gen_ai.output.messages": '[{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1"',
+        },
+    )
+    listed = span(
+        "chat gpt",
+        1000,
+        2000,
+        trace="tl",
+        turn="listed",
+        attrs={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.response.finish_reasons": '["cancelled"]',
+        },
+    )
+    staged.send([broken, listed], at_ms=3000)
+    staged.refresh(4000)
+    staged.assert_equal_to_live()
+    with catalog.connect(staged.dir) as con:
+        reasons = dict(
+            con.execute(
+                "select turn_id, finish_reason from turn_events where source = 'span_start' and model_call"
+            ).fetchall()
+        )
+    assert reasons == {"json": None, "listed": "cancelled"}
