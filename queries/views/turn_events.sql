@@ -100,12 +100,13 @@ create or replace macro is_cancellation(text) as (
 
 -- requested_tool_calls(attributes): [{id, name}] of the tool calls a model call asked for: OpenInference's
 -- llm.output_messages.N.message.tool_calls.M.tool_call.{id, function.name}, Traceloop's
--- gen_ai.completion.N.tool_calls.M.{id, name}, the GenAI gen_ai.output.messages tool_call parts.
+-- gen_ai.completion.N.tool_calls.M.{id, name}, the GenAI gen_ai.output.messages tool_call parts. A key with a `"`
+-- in it (no JSON path can name it) names no call.
 create or replace macro requested_tool_calls(attributes) as (
     list_concat(
         list_transform(
-            list_filter(json_keys(attributes), lambda k: k like 'llm.output_messages.%.tool_call.id'
-                or (k like 'gen_ai.completion.%.tool_calls.%.id')),
+            list_filter(json_keys(attributes), lambda k: (k like 'llm.output_messages.%.tool_call.id'
+                or k like 'gen_ai.completion.%.tool_calls.%.id') and not contains(k, '"')),
             lambda k: struct_pack(
                 id := json_extract_string(attributes, '$."' || k || '"'),
                 name := coalesce(

@@ -134,3 +134,28 @@ def test_a_finish_reason_that_only_looks_like_json_is_no_finish_reason(
             ).fetchall()
         )
     assert reasons == {"json": None, "listed": "cancelled"}
+
+
+def test_an_attribute_key_no_json_path_can_name_names_no_tool_call(staged: StagedStore, span: Any) -> None:
+    """A model call's keys are read by pattern (OpenInference's llm.output_messages.N...tool_call.id); one
+    with a `"` in it is skipped, and the well-formed key beside it still names the call its tool span ran."""
+    model = span(
+        "llm",
+        1000,
+        2000,
+        trace="tk",
+        turn="keys",
+        attrs={
+            "openinference.span.kind": "LLM",
+            "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call-1",
+            "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "lookup",
+            'llm.output_messages."0.message.tool_calls.0.tool_call.id': "bad",
+        },
+    )
+    tool = span("tool", 2100, 2200, trace="tk", turn="keys", layer="tool", attrs={"tool.name": "lookup"})
+    staged.send([model, tool], at_ms=3000)
+    staged.refresh(4000)
+    staged.assert_equal_to_live()
+    with catalog.connect(staged.dir) as con:
+        calls = con.execute("select distinct tool_call_id from turn_events where layer = 'tool'").fetchall()
+    assert calls == [("call-1",)]
