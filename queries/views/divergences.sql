@@ -25,11 +25,12 @@ select
     'untiered_tool' as kind,
     'low' as severity,
     -- the first call names the finding whole: of calls at the same HLC the least by session, turn and call (by the
-    -- HLC alone, each column could come from another of them, and which one from the order rows came in)
-    arg_min(session_id, first_key) as session_id,
-    arg_min(turn_id, first_key) as turn_id,
-    arg_min(tool_call_id, first_key)::varchar as tool_call_id,
-    arg_min(idempotency_key, first_key)::varchar as idempotency_key,
+    -- HLC alone, each column could come from another of them, and which one from the order rows came in); its nulls
+    -- too (arg_min would take a later call's key where the first call has none)
+    arg_min_null(session_id, first_key) as session_id,
+    arg_min_null(turn_id, first_key) as turn_id,
+    arg_min_null(tool_call_id, first_key)::varchar as tool_call_id,
+    arg_min_null(idempotency_key, first_key)::varchar as idempotency_key,
     min(detected_hlc) as detected_hlc,
     epoch_ms(min(detected_hlc) >> 16) as detected_at,
     format('{} has no tier in its spans nor in the tool registry, so turnlens cannot tell whether it changes '

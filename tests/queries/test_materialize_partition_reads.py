@@ -396,6 +396,24 @@ def test_of_two_first_untiered_calls_at_one_moment_the_finding_names_one_call_wh
     assert found == [("s-a", "t-first", "k-first")]
 
 
+def test_the_days_first_untiered_call_without_a_key_is_named_without_one(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    """The first call carries no idempotency key and a later one does, in another partition: the finding names
+    the first call whole, its missing key too, live and derived alike (not the later call's key)."""
+    first = contract_turn(turn="t-first", key=None, trace="ta", session="s-a", tier=None)
+    later = contract_turn(turn="t-later", key="k-later", trace="tb", session="s-b", tier=None)
+    later = shifted(later, 7 * MINUTE_MS)
+    staged.send(first + later, at_ms=8 * MINUTE_MS)
+    staged.refresh(8 * MINUTE_MS + 1000)
+    staged.assert_equal_to_live()
+    with catalog.connect(staged.dir) as con:
+        found = con.execute(
+            "select session_id, turn_id, idempotency_key from divergences where kind = 'untiered_tool'"
+        ).fetchall()
+    assert found == [("s-a", "t-first", None)]
+
+
 def test_the_overviews_counts_over_any_window_equal_a_count_of_the_rows_in_it(
     staged: StagedStore, contract_turn: Any
 ) -> None:
