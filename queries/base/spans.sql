@@ -199,8 +199,9 @@ trace_identity as (  -- where the spans of one trace disagree, the outermost spa
     -- (a retried copy carries the same identity), so the wide rows are read once and never materialised.
     select
         trace_id,
-        arg_min(span_session_id, outer_rank) filter (where span_session_id is not null) as session_id,
-        arg_min(span_turn_id, outer_rank) filter (where span_turn_id is not null) as turn_id
+        arg_min(span_session_id, row(outer_rank, span_session_id)) filter (where span_session_id is not null)
+            as session_id,
+        arg_min(span_turn_id, row(outer_rank, span_turn_id)) filter (where span_turn_id is not null) as turn_id
     from (
         select
             trace_id, span_session_id, span_turn_id,
@@ -269,12 +270,12 @@ run_anchors as (  -- the parents of the outermost runs: one per run (a handoff's
 
 run_turns as (  -- a trace of several runs: each span in the turn of its nearest anchor, the rest in the first one's
     select s.trace_id, s.span_id, s.trace_id || ':' || coalesce(
-        arg_min(a.anchor_id, coalesce(x.depth, 0)) filter (where a.anchor_id is not null),
+        arg_min(a.anchor_id, row(coalesce(x.depth, 0), a.anchor_id)) filter (where a.anchor_id is not null),
         first_anchor
     ) as turn_id
     from unique_spans as s
     join (
-        select r.trace_id, arg_min(r.anchor_id, p.start_time_unix_nano) as first_anchor, count(*) as anchors
+        select r.trace_id, arg_min(r.anchor_id, row(p.start_time_unix_nano, r.anchor_id)) as first_anchor, count(*) as anchors
         from run_anchors as r
         join unique_spans as p on p.trace_id = r.trace_id and p.span_id = r.anchor_id
         group by r.trace_id

@@ -310,8 +310,8 @@ acks_by_key as (
     select
         idempotency_key,
         count(*) as executions,
-        arg_min(session_id, order_hlc) as session_id,
-        arg_min(turn_id, order_hlc) as turn_id,
+        arg_min_null(session_id, row(order_hlc, session_id, turn_id)) as session_id,  -- one row names both
+        arg_min_null(turn_id, row(order_hlc, session_id, turn_id)) as turn_id,
         min(tool_call_id) as tool_call_id,
         min(tool_name) as tool_name,
         list(order_hlc order by order_hlc)[2] as second_hlc
@@ -336,8 +336,8 @@ compensations_by_key as (
     select
         idempotency_key,
         count(*) as compensations,
-        arg_min(session_id, order_hlc) as session_id,
-        arg_min(turn_id, order_hlc) as turn_id,
+        arg_min_null(session_id, row(order_hlc, session_id, turn_id)) as session_id,  -- one row names both
+        arg_min_null(turn_id, row(order_hlc, session_id, turn_id)) as turn_id,
         min(tool_call_id) as tool_call_id,
         list(order_hlc order by order_hlc)[2] as second_hlc
     from events
@@ -393,7 +393,7 @@ inversions as (  -- per turn, the row the wall clocks contradict most (of equals
             struct_pack(session_id := w.session_id, turn_id := w.turn_id, hlc := w.hlc, wall_ns := w.wall_ns,
                 name := w.name, node := w.node, latest_wall_before := w.latest_wall_before,
                 inverted_ns := w.latest_wall_before - w.wall_ns),
-            struct_pack(inverted_ns := w.latest_wall_before - w.wall_ns, earlier := -w.hlc)
+            struct_pack(inverted_ns := w.latest_wall_before - w.wall_ns, earlier := -w.hlc, name := w.name, node := w.node)
         ) as worst
         from wall_before as w, settings as s
         where w.latest_wall_before - w.wall_ns > s.causal_inversion_tolerance_ms * 1e6
@@ -405,7 +405,7 @@ general_inversion as (
     select
         w.session_id, w.turn_id, w.hlc as detected_hlc, 'low' as severity,
         format('{} on {} comes before {} on {} by HLC, but the wall clocks put it {} ms later.',
-            arg_min(e.name, e.hlc), arg_min(e.node, e.hlc), w.name, w.node,
+            arg_min(e.name, row(e.hlc, e.name, e.node)), arg_min(e.node, row(e.hlc, e.name, e.node)), w.name, w.node,
             round(w.inverted_ns / 1e6, 3)) as evidence
     from inversions as w
     join carried_clock as e  -- the earlier row (by HLC) whose wall clock is that latest one
@@ -431,7 +431,9 @@ cancel_pair_inversion as (  -- a cancel and a side effect the wall clocks put in
         and e.name in ('tool.dispatched', 'tool.committed', 'third_party.ack')
         and ((x.hlc < e.hlc and x.wall_ns > e.wall_ns) or (x.hlc > e.hlc and x.wall_ns < e.wall_ns))
         and abs(x.wall_ns - e.wall_ns) > s.clock_resolution_ms * 1e6
-    qualify row_number() over (partition by x.turn_id order by abs(x.wall_ns - e.wall_ns) desc, e.hlc) = 1
+    qualify row_number() over (
+        partition by x.turn_id order by abs(x.wall_ns - e.wall_ns) desc, e.hlc, x.hlc, e.name, e.node, x.node
+    ) = 1
 ),
 
 causal_inversion as (  -- one per turn: the cancel pair when there is one (it changes a verdict), else the worst

@@ -32,7 +32,7 @@ with per_layer as (
         bool_or(step in ('cancel.requested', 'cancel.received')) as cancel_seen,
         bool_or(step = 'cancel.acknowledged') as cancel_acknowledged,
         bool_or(cancel_origin = 'client_disconnect') as client_disconnect,
-        arg_max(finish_reason, order_hlc) filter (where finish_reason is not null) as finish_reason,
+        arg_max(finish_reason, row(order_hlc, finish_reason)) filter (where finish_reason is not null) as finish_reason,
         count(*) filter (where source = 'span_start') - count(*) filter (where source = 'span_end') as open_spans,
         count(*) filter (where source = 'span_start' and status_code = 'error') as error_spans,
         count(*) filter (where step = 'tool.committed') as commits,
@@ -41,7 +41,8 @@ with per_layer as (
         count(*) filter (where step = 'tool.discarded') as discards,
         count(*) filter (where step = 'third_party.ack') as acks,
         count(*) filter (where step = 'billing.charged') as charges,
-        arg_max(third_party_status, order_hlc) filter (where third_party_status is not null) as third_party_status
+        arg_max(third_party_status, row(order_hlc, third_party_status)) filter (where third_party_status is not null)
+            as third_party_status
     from query_table(rows)
     where layer is not null
     group by session_id, turn_id, layer

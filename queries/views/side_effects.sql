@@ -94,7 +94,8 @@ phases as (
         min(order_hlc) filter (where step = 'approval.denied') as approval_denied_hlc,
         count(*) filter (where step = 'third_party.ack') as third_party_acks,
         count(*) filter (where step = 'third_party.ack' and replayed is not true) as third_party_unreplayed_acks,
-        arg_max(third_party_status, order_hlc) filter (where step = 'third_party.ack') as third_party_status,
+        arg_max(third_party_status, row(order_hlc, third_party_status)) filter (where step = 'third_party.ack')
+            as third_party_status,
         min(order_hlc) filter (where step = 'third_party.ack') as first_ack_hlc,
         count(*) filter (where step = 'billing.charged' and billing_kind is distinct from 'tokens') as charges,
         sum(billing_amount) filter (where step = 'billing.charged' and billing_kind is distinct from 'tokens')

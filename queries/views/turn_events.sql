@@ -195,7 +195,7 @@ last_model as (
     select
         session_id, turn_id,
         arg_max(struct_pack(span_id := span_id, layer := layer, ns := end_time_unix_nano, reason := finish_reason),
-            start_time_unix_nano) as call
+            row(start_time_unix_nano, trace_id, span_id)) as call
     from framework_spans
     where model_span and end_time_unix_nano is not null
     group by session_id, turn_id
@@ -218,7 +218,7 @@ signals as (
 
 first_signal as (
     select session_id, turn_id, arg_min(struct_pack(span_id := span_id, layer := layer, ns := ns, origin := origin),
-        struct_pack(ns := ns, rank := rank)) as first
+        struct_pack(ns := ns, rank := rank, span_id := span_id, origin := origin)) as first
     from signals
     group by session_id, turn_id
 ),
@@ -383,11 +383,15 @@ framework_input as materialized (  -- what the framework readings below need, re
 requested_calls as (  -- the tool calls the models of a turn asked for, the n-th request of each tool numbered n
     select
         turn_id, call.name as tool_name, call.id as call_id,
-        row_number() over (partition by turn_id, call.name order by start_time_unix_nano, position) as nth
+        row_number() over (
+            partition by turn_id, call.name order by start_time_unix_nano, trace_id, span_id, position
+        ) as nth
     from (
-        select turn_id, start_time_unix_nano, unnest(calls) as call, generate_subscripts(calls, 1) as position
+        select
+            turn_id, start_time_unix_nano, trace_id, span_id, unnest(calls) as call,
+            generate_subscripts(calls, 1) as position
         from (
-            select turn_id, start_time_unix_nano, requested_tool_calls(attributes) as calls
+            select turn_id, start_time_unix_nano, trace_id, span_id, requested_tool_calls(attributes) as calls
             from framework_input
             where contains(attributes, 'tool_call') and is_model_span(attributes)
         )
@@ -398,7 +402,7 @@ requested_calls as (  -- the tool calls the models of a turn asked for, the n-th
 unnamed_tool_spans as (  -- tool spans that name no call (OpenInference, Traceloop), the n-th run of each tool numbered n
     select
         trace_id, span_id, turn_id, tool_name,
-        row_number() over (partition by turn_id, tool_name order by start_time_unix_nano, span_id) as nth
+        row_number() over (partition by turn_id, tool_name order by start_time_unix_nano, span_id, trace_id) as nth
     from (
         select
             trace_id, span_id, turn_id, start_time_unix_nano,

@@ -159,3 +159,53 @@ def test_an_attribute_key_no_json_path_can_name_names_no_tool_call(staged: Stage
     with catalog.connect(staged.dir) as con:
         calls = con.execute("select distinct tool_call_id from turn_events where layer = 'tool'").fetchall()
     assert calls == [("call-1",)]
+
+
+def test_rows_tied_on_the_clock_name_the_least_value_every_time(
+    staged: StagedStore, span: Any, builders: Any
+) -> None:
+    """Two layers log the cancel at the same HLC, two root spans of one trace start at the same instant naming
+    different sessions: a view picks by the values themselves (the least), so it answers the same on every
+    read and the derived state as the live view."""
+    cancels = [
+        span(
+            "runtime",
+            1000,
+            3000,
+            trace="tc",
+            turn="tied",
+            layer="runtime",
+            hlc_at=1000,
+            events=[
+                builders.event("cancel.requested", 2000, hlc_at=2000, **{c.CANCEL_ORIGIN: "user_typed"}),
+            ],
+        ),
+        span(
+            "http",
+            1000,
+            3000,
+            trace="tc",
+            turn="tied",
+            layer="http",
+            hlc_at=1000,
+            events=[
+                builders.event("cancel.requested", 2000, hlc_at=2000, **{c.CANCEL_ORIGIN: "user_clicked"}),
+            ],
+        ),
+    ]
+    roots = [
+        span("root", 1000, 2000, trace="tr", session="s-zeta", turn=None),
+        span("root", 1000, 2000, trace="tr", session="s-alpha", turn=None),
+    ]
+    staged.send(cancels + roots, at_ms=4000)
+    staged.refresh(5000)
+    staged.assert_equal_to_live()
+    with catalog.connect(staged.dir) as con:
+        cancel = con.execute(
+            "select requested_layer, origin from cancel_acks where turn_id = 'tied'"
+        ).fetchall()
+        sessions = con.execute(
+            "select distinct session_id from spans where turn_id = ?", [roots[0]["trace_id"]]
+        )
+        assert cancel == [("http", "user_clicked")]
+        assert sessions.fetchall() == [("s-alpha",)]
