@@ -4,14 +4,15 @@
 --   cancelled: a cancel was requested in the turn (its usage is the one most often unknown).
 --   tokens_streamed: the most tokens any stream.progress reported; null when unknown.
 --   tokens_streamed_before_cancel: the same, counting only progress before the first cancel.requested; null for a turn not cancelled or without progress before it.
---   tokens_billed: the sum of turnlens.billing.tokens of token charges; null when none was charged.
+--   tokens_billed: the sum of turnlens.billing.tokens of token charges; null when none was charged (or the sum passes
+--     the range of a 64-bit integer).
 --   token_cost: the sum of turnlens.billing.amount of token charges; null when none.
 --   side_effect_cost: the sum of turnlens.billing.amount of side-effect charges; null when none.
 --   total_cost: token_cost (else reported_cost) plus side_effect_cost, nulls counting as nothing; null when none is known.
 --   usage: known (tokens were billed, or every model call of a turn not cancelled reported its tokens), partial (only
 --     the stream's progress, or some of the model calls, tell how many tokens), unknown (nothing does).
 --   input_tokens: the input tokens the turn's model calls reported (GenAI gen_ai.usage.input_tokens, OpenInference
---     llm.token_count.prompt, ...: turn_events); null when none reported any.
+--     llm.token_count.prompt, ...: turn_events); null when none reported any (or the sum passes 64 bits).
 --   output_tokens: the same for output tokens.
 --   reported_cost: the cost the model calls reported (pydantic-ai / Logfire operation.cost, OpenInference
 --     llm.cost.total); null when none did.
@@ -30,12 +31,14 @@ usage_rows as (
         max(e.stream_tokens) filter (where e.step = 'stream.progress') as tokens_streamed,
         max(e.stream_tokens) filter (where e.step = 'stream.progress' and e.order_hlc <= x.requested_hlc)
             as tokens_streamed_before_cancel,
-        sum(e.billing_tokens) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as tokens_billed,
+        -- the token sums as BIGINT, the type the derived state's Parquet keeps (a HUGEINT sum is written as DOUBLE)
+        try_cast(sum(e.billing_tokens) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as bigint)
+            as tokens_billed,
         sum(e.billing_amount) filter (where e.step = 'billing.charged' and e.billing_kind = 'tokens') as token_cost,
         sum(e.billing_amount) filter (where e.step = 'billing.charged' and e.billing_kind is distinct from 'tokens')
             as side_effect_cost,
-        sum(e.input_tokens) as input_tokens,
-        sum(e.output_tokens) as output_tokens,
+        try_cast(sum(e.input_tokens) as bigint) as input_tokens,
+        try_cast(sum(e.output_tokens) as bigint) as output_tokens,
         sum(e.reported_cost) as reported_cost,
         count(*) filter (where e.model_call) as model_calls,
         count(*) filter (where e.model_call and (e.input_tokens is not null or e.output_tokens is not null))

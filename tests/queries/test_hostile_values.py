@@ -209,3 +209,38 @@ def test_rows_tied_on_the_clock_name_the_least_value_every_time(
         )
         assert cancel == [("http", "user_clicked")]
         assert sessions.fetchall() == [("s-alpha",)]
+
+
+def test_token_sums_past_a_doubles_precision_are_exact_in_the_derived_state(
+    staged: StagedStore, span: Any, builders: Any
+) -> None:
+    """2^53 + 1 tokens billed: the derived state keeps the same BIGINT the live view sums (a HUGEINT sum would
+    be written to Parquet as a DOUBLE, which cannot hold it); a sum past 64 bits is unknown, not an error."""
+    charges = [
+        builders.event(
+            "billing.charged", 1500, hlc_at=1500, **{c.BILLING_KIND: "tokens", c.BILLING_TOKENS: tokens}
+        )
+        for tokens in (2**53, 1)
+    ]
+    overflow = [
+        builders.event(
+            "billing.charged", 1500, hlc_at=1500, **{c.BILLING_KIND: "tokens", c.BILLING_TOKENS: tokens}
+        )
+        for tokens in (INT64_MAX, INT64_MAX)
+    ]
+    staged.send(
+        [
+            span(
+                "billing", 1000, 2000, trace="tb", turn="exact", layer="billing", hlc_at=1000, events=charges
+            ),
+            span(
+                "billing", 1000, 2000, trace="to", turn="over", layer="billing", hlc_at=1000, events=overflow
+            ),
+        ],
+        at_ms=3000,
+    )
+    staged.refresh(4000)
+    staged.assert_equal_to_live()
+    with catalog.connect(staged.dir) as con:
+        billed = dict(con.execute("select turn_id, tokens_billed from turn_usage").fetchall())
+    assert billed == {"exact": 2**53 + 1, "over": None}
