@@ -53,10 +53,13 @@ bench: install
 	$(BIN)/python bench/queries.py
 	$(BIN)/python bench/dashboard.py
 
-# Malformed OTLP against a real collector; prints a JSON summary (the tests run a few hundred cases).
+# Malformed OTLP against a real collector, then valid OTLP with hostile values read back through every view,
+# page query, export and alert rule; each prints a JSON summary (the tests run a small campaign of each).
 FUZZ_CASES ?= 100000
+FUZZ_REQUESTS ?= 400
 fuzz: install
 	$(BIN)/python bench/fuzz.py --cases $(FUZZ_CASES)
+	$(BIN)/python bench/fuzz_values.py --requests $(FUZZ_REQUESTS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
