@@ -1,11 +1,11 @@
 """Fuzzes the read side with well-formed OTLP whose values are hostile, through a real `turnlens collect`.
 
-bench/fuzz.py breaks the requests; this one keeps every request valid OTLP/JSON and breaks what the spans
-say: contract attributes of every wrong type and extreme value (an HLC of 2^63-1, tokens as text, a finish
-reason `[` that only looks like JSON), times at 0, at the int64 limit and ending before they start, events
-far outside their span, parents that form cycles, links to themselves, ids that are empty, quoted, 5,000
-characters long or the trace id of another turn. Such a span must never stop the derived state for the
-whole store, nor a page, an export or an alert rule.
+bench/fuzz.py breaks the requests; this one keeps every request valid OTLP (JSON and protobuf, every other
+request) and breaks what the spans say: contract attributes of every wrong type and extreme value (an HLC of
+2^63-1, tokens as text, a finish reason `[` that only looks like JSON), times at 0, at the int64 limit and
+ending before they start, events far outside their span, parents that form cycles, links to themselves, ids
+that are empty, quoted, 5,000 characters long or the trace id of another turn. Such a span must never stop
+the derived state for the whole store, nor a page, an export or an alert rule.
 
     .venv/bin/python bench/fuzz_values.py --requests 60 --seed 1
 
@@ -20,6 +20,8 @@ stopped cleanly, and nothing after failed.
 from __future__ import annotations
 
 import argparse
+import base64
+import copy
 import json
 import math
 import random
@@ -33,11 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from fuzz import Collector, http_request, send_http
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from derivedstate import catalogue_rows, live_rows  # noqa: E402 - tests/support: the live views the tests compare
 
 I64 = 2**63 - 1
+U64 = 2**64 - 1  # OTLP's times are fixed64: past this, no request can carry them
 NOW_NS = 1_795_000_000_000_000_000
 HLC = (NOW_NS // 1_000_000) << 16
 ODD_TEXT = [
@@ -165,7 +170,7 @@ STEPS = [
     "chunk",
     "",
 ]
-TIMES = [0, 1, NOW_NS, NOW_NS - 10**15, NOW_NS + 10**15, I64, 2**62, 2**64 - 1]
+TIMES = [0, 1, NOW_NS, NOW_NS - 10**15, NOW_NS + 10**15, I64, 2**62, U64]
 
 
 def any_value(value: Any) -> dict[str, Any]:
@@ -175,7 +180,9 @@ def any_value(value: Any) -> dict[str, Any]:
     if isinstance(value, int):
         return {"intValue": str(value)}
     if isinstance(value, float):
-        return {"doubleValue": value if value == value and abs(value) != float("inf") else str(value)}
+        if value != value or abs(value) == float("inf"):
+            return {"doubleValue": "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")}
+        return {"doubleValue": value}
     if isinstance(value, bytes):
         return {"bytesValue": "AAE="}
     if isinstance(value, list):
@@ -209,11 +216,15 @@ def hostile_request(rng: random.Random, serial: int, traces: int = 12) -> dict[s
                         [*ODD_VALUES, *PLAUSIBLE, HLC + rng.randint(-(10**9), 10**9)]
                     )
                 start = rng.choice([*TIMES, *[NOW_NS + rng.randint(0, 10**10)] * 6])
-                end = rng.choice([start, start + rng.randint(0, 10**10), 0, 1, I64, start - 10**9])
+                end = rng.choice(
+                    [start, min(U64, start + rng.randint(0, 10**10)), 0, 1, I64, max(0, start - 10**9)]
+                )
                 events = [
                     {
                         "timeUnixNano": str(
-                            rng.choice([*TIMES, *[start + rng.randint(-(10**9), 10**10)] * 4])
+                            rng.choice(
+                                [*TIMES, *[min(U64, max(0, start + rng.randint(-(10**9), 10**10)))] * 4]
+                            )
                         ),
                         "name": rng.choice(STEPS),
                         "attributes": key_values(
@@ -260,6 +271,25 @@ def hostile_request(rng: random.Random, serial: int, traces: int = 12) -> dict[s
             {"resource": {"attributes": resource}, "scopeSpans": [{"scope": {"name": "h"}, "spans": spans}]}
         )
     return {"resourceSpans": resources}
+
+
+def as_protobuf(document: dict[str, Any]) -> bytes:
+    """The request as protobuf: OTLP/JSON writes ids in hex where ProtoJSON reads bytes as base64."""
+
+    def ids(item: dict[str, Any]) -> dict[str, Any]:
+        return item | {
+            key: base64.b64encode(bytes.fromhex(item[key])).decode()
+            for key in ("traceId", "spanId", "parentSpanId")
+            if key in item
+        }
+
+    proto = copy.deepcopy(document)
+    for resource in proto["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            scope["spans"] = [
+                ids(span) | {"links": [ids(link) for link in span["links"]]} for span in scope["spans"]
+            ]
+    return json_format.ParseDict(proto, ExportTraceServiceRequest()).SerializeToString()
 
 
 @dataclass
@@ -309,17 +339,18 @@ DASHBOARD_PARAMS = {
 
 
 def compare_with_live(store: Path, summary: Summary) -> None:
-    """The derived state the refreshes left must equal the same views computed live from every stored copy
-    (NaN, which a hostile cost can be, equal to itself)."""
-    derived, live = catalogue_rows(store), live_rows(store)
+    """The derived state the refreshes left must equal the same views computed live from every stored copy,
+    and the live views read twice must answer the same (NaN, which a hostile cost can be, equal to itself)."""
+    derived, live, again = catalogue_rows(store), live_rows(store), live_rows(store)
     for view, rows in derived.items():
-        ours = Counter(repr(_nan_free(row)) for row in rows)
-        theirs = Counter(repr(_nan_free(row)) for row in live[view])
-        if ours != theirs:
-            only_derived, only_live = sum((ours - theirs).values()), sum((theirs - ours).values())
-            summary.failures.append(
-                f"derived {view} != live: {only_derived} rows only derived, {only_live} only live"
-            )
+        for name, other in (("derived", rows), ("live read again", again[view])):
+            ours = Counter(repr(_nan_free(row)) for row in other)
+            theirs = Counter(repr(_nan_free(row)) for row in live[view])
+            if ours != theirs:
+                only_ours, only_live = sum((ours - theirs).values()), sum((theirs - ours).values())
+                summary.failures.append(
+                    f"{name} {view} != live: {only_ours} rows only {name}, {only_live} only live"
+                )
 
 
 def _nan_free(row: tuple) -> tuple:
@@ -414,8 +445,13 @@ def run(
     every = max(1, -(-requests // max(1, refreshes)))
     try:
         for serial in range(requests):
-            body = json.dumps(hostile_request(rng, serial)).encode()
-            summary.answers[send_http(collector.http, http_request(body, json=True))] += 1
+            document = hostile_request(rng, serial)
+            if serial % 2:  # every other request as protobuf, which the compiled decoder reads
+                body = as_protobuf(document)
+                summary.answers[send_http(collector.http, http_request(body))] += 1
+            else:
+                body = json.dumps(document).encode()
+                summary.answers[send_http(collector.http, http_request(body, json=True))] += 1
             summary.requests += 1
             if (serial + 1) % every == 0 and serial + 1 < requests:
                 ran = _turnlens("materialize", "--store", str(store), "--margin", "0", "--json")
