@@ -7,29 +7,17 @@ acknowledged is readable from the store afterwards.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
-import otlp_samples as s
+import benchscripts
 import pytest
 
 CASES = 300
 
 
-def load_fuzzer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_fuzz", s.REPO / "bench" / "fuzz.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 def test_malformed_requests_get_4xx_and_lose_nothing_acknowledged(tmp_path: Path) -> None:
-    fuzz = load_fuzzer()
+    fuzz = benchscripts.load("fuzz")
     summary = fuzz.run(CASES, seed=20261130, store=tmp_path / "store", workers=4)
     report = summary.to_json()
     assert summary.cases == CASES, report

@@ -6,7 +6,6 @@ JuiceFS's default metadata caches (a host that only reads), never fail a read.""
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import benchscripts
 import lease_procs
 import otlp_samples as s
 import pytest
@@ -30,11 +30,7 @@ from fleet import (
     wait_for,
 )
 
-_spec = importlib.util.spec_from_file_location("bench_objectstore", s.REPO / "bench" / "objectstore.py")
-assert _spec is not None and _spec.loader is not None
-objectstore = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = objectstore  # its dataclasses look their module up
-_spec.loader.exec_module(objectstore)
+objectstore = benchscripts.load("objectstore")
 
 # the machines are mount namespaces with a FUSE mount each: they need root's privileges and /dev/fuse (which
 # `make test` has here); a machine without them cannot run these tests at all

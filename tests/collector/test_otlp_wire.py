@@ -9,12 +9,11 @@ the same rows, the same rejections and reasons, or the same error.
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
+import benchscripts
 import orjson
 import otlp_samples as s
 import pyarrow as pa
@@ -161,11 +160,7 @@ def test_the_simulators_requests_decode_the_same() -> None:
 
 
 def test_the_benchmarks_requests_decode_the_same() -> None:
-    spec = importlib.util.spec_from_file_location("bench_ingest", s.REPO / "bench" / "ingest.py")
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # its dataclasses look their module up
-    spec.loader.exec_module(bench)
+    bench = benchscripts.load("ingest")
     for index in range(3):
         table = assert_same(bench.build_request(index, 512).SerializeToString())[1]
         assert table.num_rows == 512 and table.column("layer").null_count == 0

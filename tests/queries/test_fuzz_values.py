@@ -7,27 +7,14 @@ pages, exports and the alert rules all work on what was stored, and the refreshe
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
-from typing import Any
 
+import benchscripts
 import pytest
 from turnlens.kernel import contract as c
 
-REPO = Path(__file__).resolve().parents[2]
 INT64_MAX = 2**63 - 1
-
-
-def load_fuzzer() -> Any:
-    sys.path.insert(0, str(REPO / "bench"))  # it imports the receive-path fuzzer's collector and sender
-    spec = importlib.util.spec_from_file_location("bench_fuzz_values", REPO / "bench" / "fuzz_values.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow
@@ -35,7 +22,7 @@ def test_hostile_values_through_a_real_collector_leave_every_read_working(tmp_pa
     """A seeded campaign: the collector answers; a full build and refreshes beside it, the views, the
     dashboard's queries, turn pages, exports and the alert rules all work on what it stored; and the
     derived state the refreshes left equals the live views (a failure of the fuzzer's own if not)."""
-    fuzz = load_fuzzer()
+    fuzz = benchscripts.load("fuzz_values")
     store = tmp_path / "store"
     summary = fuzz.run(30, seed=20261206, store=store, refreshes=3, sample_turns=25, exports=3)
     report = summary.to_json()
@@ -48,7 +35,7 @@ def test_hostile_values_through_a_real_collector_leave_every_read_working(tmp_pa
 def test_the_fuzzer_reaches_the_hostile_values(tmp_path: Path) -> None:
     """The generator does send what the tests above are about: an HLC of 2^63-1, cut-off JSON text, times
     at 0 and past the span's end, a parent cycle."""
-    fuzz = load_fuzzer()
+    fuzz = benchscripts.load("fuzz_values")
     rng = random.Random(20261206)
     spans = [
         span

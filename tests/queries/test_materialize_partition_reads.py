@@ -389,11 +389,7 @@ def test_of_two_first_untiered_calls_at_one_moment_the_finding_names_one_call_wh
     staged.send(first, at_ms=8 * MINUTE_MS + 10)
     staged.refresh(8 * MINUTE_MS + 1000)
     staged.assert_equal_to_live()
-    with catalog.connect(staged.dir) as con:
-        found = con.execute(
-            "select session_id, turn_id, idempotency_key from divergences where kind = 'untiered_tool'"
-        ).fetchall()
-    assert found == [("s-a", "t-first", "k-first")]
+    assert untiered_findings(staged) == [("s-a", "t-first", "k-first")]
 
 
 def test_the_days_first_untiered_call_without_a_key_is_named_without_one(
@@ -407,11 +403,15 @@ def test_the_days_first_untiered_call_without_a_key_is_named_without_one(
     staged.send(first + later, at_ms=8 * MINUTE_MS)
     staged.refresh(8 * MINUTE_MS + 1000)
     staged.assert_equal_to_live()
+    assert untiered_findings(staged) == [("s-a", "t-first", None)]
+
+
+def untiered_findings(staged: StagedStore) -> list[tuple]:
+    """The session, turn and key each untiered_tool finding names."""
     with catalog.connect(staged.dir) as con:
-        found = con.execute(
+        return con.execute(
             "select session_id, turn_id, idempotency_key from divergences where kind = 'untiered_tool'"
         ).fetchall()
-    assert found == [("s-a", "t-first", None)]
 
 
 def test_the_overviews_counts_over_any_window_equal_a_count_of_the_rows_in_it(
