@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import samplestore
+from dashboard_server import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM
 from turnlens.dashboard import data
 from turnlens.kernel.layout import segments_glob
 from turnlens.queries import catalog
@@ -111,3 +112,16 @@ def sample_store(ingested_sample: Path, tmp_path_factory: pytest.TempPathFactory
     )
     assert run.returncode in (0, 1, 2), run.stderr
     return path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Headless Chromium (Debian's, driven by Playwright), one per test module."""
+    if not CHROMIUM.exists():
+        pytest.fail(NO_CHROMIUM)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

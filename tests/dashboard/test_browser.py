@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_server import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, running_dashboard
+from dashboard_server import running_dashboard
 from turnlens.dashboard import data
 from turnlens.queries import catalog
 
@@ -47,18 +47,6 @@ def dashboard_url(sample_store: Path, tmp_path_factory: pytest.TempPathFactory) 
         sample_store, tmp_path_factory.mktemp("dashboard-log") / "dashboard.log", timeout_s=45
     ) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not CHROMIUM.exists():
-        pytest.fail(NO_CHROMIUM)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 # every chart's drawing and its size, or null while one has not drawn yet

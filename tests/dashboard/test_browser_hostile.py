@@ -9,12 +9,11 @@ HLCs at year 2262 on a time axis.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 
 import benchscripts
 import pytest
-from dashboard_server import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, running_dashboard
+from dashboard_server import running_dashboard
 from turnlens.queries import catalog
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -45,18 +44,6 @@ def odd_turns(hostile_store: Path) -> list[dict[str, str]]:
             """
         ).fetchall()
     return [{"session": session, "turn": turn} for session, turn in rows]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not CHROMIUM.exists():
-        pytest.fail(NO_CHROMIUM)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def _rendered_without_exception(browser: object, url: str, absent: str | None = None) -> None:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from .test_browser import _wait_until_idle, browser, dashboard_url  # noqa: F401 - fixtures of this module too
+from .test_browser import _wait_until_idle, dashboard_url  # noqa: F401 - a fixture of that module too
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
-def _open(browser: object, url: str) -> tuple[object, object]:  # noqa: F811
+def _open(browser: object, url: str) -> tuple[object, object]:
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
     page.goto(url, wait_until="domcontentloaded")
@@ -22,7 +22,7 @@ def _open(browser: object, url: str) -> tuple[object, object]:  # noqa: F811
 
 def test_a_link_that_writes_runs_nothing_and_run_is_refused(
     dashboard_url: str,  # noqa: F811
-    browser: object,  # noqa: F811
+    browser: object,
     sample_store: Path,
 ) -> None:
     folder = next((sample_store / "segments").rglob("*.parquet")).parent
