@@ -37,6 +37,7 @@ from typing import Any
 from fuzz import Collector, http_request, send_http
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from turnlens.kernel import contract
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from derivedstate import catalogue_rows, live_rows  # noqa: E402 - tests/support: the live views the tests compare
@@ -143,33 +144,8 @@ KEYS = [
     '"',
     "a\\b",
 ]
-STEPS = [
-    "turn.user_input",
-    "stream.progress",
-    "stream.completed",
-    "cancel.requested",
-    "cancel.received",
-    "cancel.acknowledged",
-    "tool.buffered",
-    "tool.dispatched",
-    "tool.prepared",
-    "tool.committed",
-    "tool.compensated",
-    "tool.compensation_failed",
-    "tool.discarded",
-    "tool.failed",
-    "partial.stored",
-    "third_party.ack",
-    "approval.requested",
-    "approval.granted",
-    "approval.denied",
-    "billing.charged",
-    "transcript.receipt",
-    "exception",
-    "gen_ai.choice",
-    "chunk",
-    "",
-]
+# the contract's event names, and names of events that are no step (exceptions, chunks, GenAI events)
+STEPS = [*contract.EVENT_NAMES, "exception", "gen_ai.choice", "chunk", ""]
 TIMES = [0, 1, NOW_NS, NOW_NS - 10**15, NOW_NS + 10**15, I64, 2**62, U64]
 
 
@@ -323,6 +299,14 @@ def _turnlens(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[s
     )
 
 
+def materialize(store: Path, summary: Summary) -> None:
+    """`turnlens materialize` once, as a process; a failure is one line of the summary."""
+    ran = _turnlens("materialize", "--store", str(store), "--margin", "0", "--json")
+    summary.refreshes += 1
+    if ran.returncode != 0:
+        summary.failures.append(f"materialize exited {ran.returncode}: {ran.stderr.strip()[-400:]}")
+
+
 DASHBOARD_PARAMS = {
     "from_ms": None,
     "to_ms": None,
@@ -365,10 +349,7 @@ def read_everything(
     from turnlens.dashboard import data
     from turnlens.queries import catalog
 
-    ran = _turnlens("materialize", "--store", str(store), "--margin", "0", "--json")
-    summary.refreshes += 1
-    if ran.returncode != 0:
-        summary.failures.append(f"materialize exited {ran.returncode}: {ran.stderr.strip()[-400:]}")
+    materialize(store, summary)
     compare_with_live(store, summary)
     with catalog.reading(store) as con:
         listed = (
@@ -377,7 +358,7 @@ def read_everything(
         views = [view for (view,) in con.execute(listed).fetchall()]
         for view in sorted(views):
             try:
-                con.execute(f'select * from "{view}"').df()
+                con.execute("select * from query_table($view)", {"view": view}).df()
             except Exception as exc:  # noqa: BLE001 - every failure is a finding
                 summary.failures.append(f"view {view}: {type(exc).__name__}: {str(exc)[:300]}")
         for sql in sorted(Path(data.__file__).with_name("sql").glob("*.sql")):
@@ -454,12 +435,7 @@ def run(
                 summary.answers[send_http(collector.http, http_request(body, json=True))] += 1
             summary.requests += 1
             if (serial + 1) % every == 0 and serial + 1 < requests:
-                ran = _turnlens("materialize", "--store", str(store), "--margin", "0", "--json")
-                summary.refreshes += 1
-                if ran.returncode != 0:
-                    summary.failures.append(
-                        f"materialize exited {ran.returncode}: {ran.stderr.strip()[-400:]}"
-                    )
+                materialize(store, summary)
     finally:
         summary.collector_exit = collector.stop()
     read_everything(store, summary, sample_turns=sample_turns, exports=exports, rng=rng)

@@ -258,9 +258,8 @@ create or replace macro turnlens_hlc(value) as (
 -- span's moved on by the wall time elapsed since the span started; 0 for a row stamped before the span's HLC
 -- could have been (a row far earlier than its span's start: a clock, or an SDK, that left its time unset).
 create or replace macro span_clock_hlc(span_hlc, wall_ns, start_ns) as (
-    -- not greatest(ms, 0), which answers 0 for a null span_hlc
-    (case when (span_hlc >> 16) + (wall_ns - start_ns) // 1000000 < 0 then 0
-        else (span_hlc >> 16) + (wall_ns - start_ns) // 1000000 end) << 16
+    -- greatest() skips nulls: without the case, a span without an HLC would give its rows HLC 0
+    case when span_hlc is not null then greatest((span_hlc >> 16) + (wall_ns - start_ns) // 1000000, 0) << 16 end
 );
 
 -- turn_events_from(spans): the same rows over a relation with the spans view's columns, named by string

@@ -169,29 +169,16 @@ def test_rows_tied_on_the_clock_name_the_least_value_every_time(
     read and the derived state as the live view."""
     cancels = [
         span(
-            "runtime",
+            layer,
             1000,
             3000,
             trace="tc",
             turn="tied",
-            layer="runtime",
+            layer=layer,
             hlc_at=1000,
-            events=[
-                builders.event("cancel.requested", 2000, hlc_at=2000, **{c.CANCEL_ORIGIN: "user_typed"}),
-            ],
-        ),
-        span(
-            "http",
-            1000,
-            3000,
-            trace="tc",
-            turn="tied",
-            layer="http",
-            hlc_at=1000,
-            events=[
-                builders.event("cancel.requested", 2000, hlc_at=2000, **{c.CANCEL_ORIGIN: "user_clicked"}),
-            ],
-        ),
+            events=[builders.event("cancel.requested", 2000, hlc_at=2000, **{c.CANCEL_ORIGIN: origin})],
+        )
+        for layer, origin in (("runtime", "user_typed"), ("http", "user_clicked"))  # the least comes last
     ]
     roots = [
         span("root", 1000, 2000, trace="tr", session="s-zeta", turn=None),
@@ -206,9 +193,9 @@ def test_rows_tied_on_the_clock_name_the_least_value_every_time(
         ).fetchall()
         sessions = con.execute(
             "select distinct session_id from spans where turn_id = ?", [roots[0]["trace_id"]]
-        )
-        assert cancel == [("http", "user_clicked")]
-        assert sessions.fetchall() == [("s-alpha",)]
+        ).fetchall()
+    assert cancel == [("http", "user_clicked")]
+    assert sessions == [("s-alpha",)]
 
 
 def test_token_sums_past_a_doubles_precision_are_exact_in_the_derived_state(
@@ -216,25 +203,36 @@ def test_token_sums_past_a_doubles_precision_are_exact_in_the_derived_state(
 ) -> None:
     """2^53 + 1 tokens billed: the derived state keeps the same BIGINT the live view sums (a HUGEINT sum would
     be written to Parquet as a DOUBLE, which cannot hold it); a sum past 64 bits is unknown, not an error."""
-    charges = [
-        builders.event(
-            "billing.charged", 1500, hlc_at=1500, **{c.BILLING_KIND: "tokens", c.BILLING_TOKENS: tokens}
-        )
-        for tokens in (2**53, 1)
-    ]
-    overflow = [
-        builders.event(
-            "billing.charged", 1500, hlc_at=1500, **{c.BILLING_KIND: "tokens", c.BILLING_TOKENS: tokens}
-        )
-        for tokens in (INT64_MAX, INT64_MAX)
-    ]
+
+    def charges(*tokens: int) -> list[dict]:
+        return [
+            builders.event(
+                "billing.charged", 1500, hlc_at=1500, **{c.BILLING_KIND: "tokens", c.BILLING_TOKENS: n}
+            )
+            for n in tokens
+        ]
+
     staged.send(
         [
             span(
-                "billing", 1000, 2000, trace="tb", turn="exact", layer="billing", hlc_at=1000, events=charges
+                "billing",
+                1000,
+                2000,
+                trace="tb",
+                turn="exact",
+                layer="billing",
+                hlc_at=1000,
+                events=charges(2**53, 1),
             ),
             span(
-                "billing", 1000, 2000, trace="to", turn="over", layer="billing", hlc_at=1000, events=overflow
+                "billing",
+                1000,
+                2000,
+                trace="to",
+                turn="over",
+                layer="billing",
+                hlc_at=1000,
+                events=charges(INT64_MAX, INT64_MAX),
             ),
         ],
         at_ms=3000,
