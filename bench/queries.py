@@ -25,6 +25,12 @@ With `--resume` it then starts another full build, kills it (SIGKILL) once half 
 and times the run that finishes it (`resumed_s`; it computes only the buckets not yet published):
 
     .venv/bin/python bench/queries.py --spans 200000 --hours 20 --bucket-spans 20000 --resume --fresh 0 --json
+
+With `--shared-keys N` the first N idempotency keys of the simulation are the same in every copy, stored
+and new (a client reusing keys across sessions): a key is then carried by turns of every copy, and the
+refresh's `refresh_touched_turns` and `refresh_input_copies` say how much of the store the new turns reach.
+
+    .venv/bin/python bench/queries.py --spans 1000000 --shared-keys 1 --json
 """
 
 from __future__ import annotations
@@ -122,7 +128,12 @@ def shifted(con: duckdb.DuckDBPyConnection, table: pa.Table, shift_ns: int) -> p
 
 
 def build_store(
-    store: Path, spans: int, segment_rows: int = 500_000, hours: int = 1, workers: int | None = None
+    store: Path,
+    spans: int,
+    segment_rows: int = 500_000,
+    hours: int = 1,
+    workers: int | None = None,
+    shared_keys: int = 0,
 ) -> None:
     """Decodes the simulator's fast-mode requests with the collector's decoder and writes them as the
     collector's segments, already at the size its compactor merges them to. With `hours` > 1, the fast
@@ -141,7 +152,7 @@ def build_store(
     segments.ensure_layout(root)
     shutil.copy(REPO / "sample_data" / "tool_registry.toml", store / "tool_registry.toml")
     workers = max(1, workers or os.cpu_count() or 1)
-    share = functools.partial(_build_share, root, spans, segment_rows, hours, workers)
+    share = functools.partial(_build_share, root, spans, segment_rows, hours, workers, shared_keys)
     if workers == 1:
         share(0)
     else:
@@ -150,11 +161,13 @@ def build_store(
     catalog.write_catalog(store, segments_glob(store))
 
 
-def _build_share(root: Path, spans: int, segment_rows: int, hours: int, workers: int, worker: int) -> None:
+def _build_share(
+    root: Path, spans: int, segment_rows: int, hours: int, workers: int, shared_keys: int, worker: int
+) -> None:
     """Worker `worker`'s share of build_store: requests number worker, worker + workers, ..."""
     pending: list[pa.Table] = []
     rows = written = 0
-    templates = build_templates()
+    templates = build_templates(shared_keys=shared_keys)
     copies = -(-spans // sum(template.spans for template in templates))
     con = duckdb.connect()
     con.execute(SHIFTED_HLC)
@@ -202,7 +215,7 @@ def read_all(con: duckdb.DuckDBPyConnection, view: str) -> int:
     return int(catalog.read_view(con, view).to_arrow_table().num_rows)
 
 
-def send_new_turns(store: Path, spans: int) -> int:
+def send_new_turns(store: Path, spans: int, shared_keys: int = 0) -> int:
     """Stores `spans` spans of turns the store has never seen, started and received now: what a refresh under
     a running collector folds in. Copies of the simulator's requests with ids no other copy uses."""
     stored = sum(
@@ -211,7 +224,7 @@ def send_new_turns(store: Path, spans: int) -> int:
     )
     # the fast mode numbers its copies from 1, a copy being one pass over the templates: the whole copies past
     # every stored span carry ids no stored span has (a copy the store holds part of would touch its turns)
-    templates = build_templates()
+    templates = build_templates(shared_keys=shared_keys)
     per_copy = sum(template.spans for template in templates)
     first_new = -(-stored // per_copy) * len(templates)  # requests before the first copy with nothing stored
     tables = []
@@ -347,6 +360,13 @@ def main() -> int:
         help="when building: spread the spans over this many hour partitions (default: all in one)",
     )
     parser.add_argument(
+        "--shared-keys",
+        type=int,
+        default=0,
+        help="when building and sending new turns: leave this many of the simulation's idempotency keys the"
+        " same in every copy (a client reusing keys across sessions: each is carried by one turn a copy)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="stdout holds only the figures, as one JSON object"
     )
     args = parser.parse_args()
@@ -357,7 +377,7 @@ def main() -> int:
     store = args.store or Path(tempfile.mkdtemp(prefix="turnlens-bench-"))
     if not (store / catalog.CATALOG_FILE).exists():
         start = time.perf_counter()
-        build_store(store, args.spans, hours=args.hours)
+        build_store(store, args.spans, hours=args.hours, shared_keys=args.shared_keys)
         say(f"built {store} in {time.perf_counter() - start:.0f} s")
     else:
         catalog.write_catalog(store, segments_glob(store))  # the views of this checkout
@@ -366,6 +386,7 @@ def main() -> int:
     # no --full, --fresh 0) is null
     results: dict[str, Any] = {
         "load_average_1m": round(os.getloadavg()[0], 2),
+        "shared_keys": args.shared_keys,
         "spans": None,
         "full_build_s": None,
         "full_build_peak_rss_mb": None,
@@ -409,7 +430,7 @@ def main() -> int:
             "resumed_step_s": resumed["step_seconds"],
         }
     if args.fresh:
-        sent = send_new_turns(store, args.fresh)
+        sent = send_new_turns(store, args.fresh, args.shared_keys)
         load = round(os.getloadavg()[0], 2)
         refresh = materialize_child(store, args.threads, full=False, extra=spill)
         say(
@@ -421,6 +442,8 @@ def main() -> int:
             "load_average_1m_before_refresh": load,
             "refresh_s": refresh["seconds"],
             "refresh_cpu_s": refresh["cpu_seconds"],
+            "refresh_touched_turns": refresh["touched_turns"],
+            "refresh_input_copies": refresh["input_copies"],
             "refresh_peak_rss_mb": refresh["peak_rss_mb"],
             "refresh_step_s": refresh["step_seconds"],
             "refresh_step_cpu_s": refresh["step_cpu_seconds"],

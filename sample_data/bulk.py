@@ -30,8 +30,12 @@ class Template:
     text_id_offsets: tuple[int, ...]  # first of the 8 hex digits to overwrite
 
 
-def build_templates(*, spans_per_request: int = 512, sessions: int = 40, seed: int = 7) -> list[Template]:
-    """Runs a short simulation and encodes it into requests of `spans_per_request` spans."""
+def build_templates(
+    *, spans_per_request: int = 512, sessions: int = 40, seed: int = 7, shared_keys: int = 0
+) -> list[Template]:
+    """Runs a short simulation and encodes it into requests of `spans_per_request` spans. The first
+    `shared_keys` idempotency keys (in the order the requests hold them) are left as they are in every copy: a
+    client reusing keys across sessions, each such key carried by one turn of every copy."""
     sim = Simulation(sessions=sessions, seed=seed, chaos=False)
     spans = [span for batch in sim.batches() for span in batch]
     ids: set[bytes] = set()
@@ -44,6 +48,7 @@ def build_templates(*, spans_per_request: int = 512, sessions: int = 40, seed: i
             if isinstance(key, str):
                 keys.add(key.encode())
     templates = []
+    order: list[bytes] = []  # the keys in the order the requests first hold them
     for start in range(0, len(spans), spans_per_request):
         chunk = spans[start : start + spans_per_request]
         data = to_request(chunk).SerializeToString()
@@ -58,8 +63,13 @@ def build_templates(*, spans_per_request: int = 512, sessions: int = 40, seed: i
         text = []
         for m in _TEXT_IDS.finditer(data):
             token = m.group()
-            if len(token) == 32 and token not in keys:
-                continue
+            if len(token) == 32:
+                if token not in keys:
+                    continue
+                if token not in order:
+                    order.append(token)
+                if order.index(token) < shared_keys:
+                    continue
             text.append(m.start() if len(token) == 32 else m.end() - 8)
         templates.append(Template(data, len(chunk), tuple(binary), tuple(text)))
     return templates
