@@ -140,6 +140,7 @@ HELD_TOUCHED = (
     "turnlens_new_trace_links",
     "turnlens_fresh_traces",
     "turnlens_touched_traces",
+    "turnlens_own_touched_turn_ids",  # read three times by the next two
     "turnlens_touched_turn_ids",
     "turnlens_fresh_input",
 )
@@ -149,10 +150,12 @@ HELD_RECOMPUTED = (
     "turnlens_replaced_turns",
     "turnlens_turn_parts",
     "turnlens_fresh_trace_turns",
-    "turnlens_fresh_trace_keys",
+    "turnlens_fresh_keyed_traces",
     "turnlens_fresh_trace_links",
     "turnlens_fresh_events",
-    *(f"turnlens_fresh_{view}" for view in VIEWS),
+    "turnlens_fresh_side_effects",
+    "turnlens_fresh_trace_keys",  # the keyed traces with their turns' key facts (from events and ledger)
+    *(f"turnlens_fresh_{view}" for view in VIEWS if view != "side_effects"),
 )
 # the largest held relations, which only later statements of their phase read: each is dropped once the last
 # statement naming it has been held. A 250,000-copy share holds ~0.5 GB of stored copies, as much of resolved
@@ -398,7 +401,8 @@ class _Run:
             target = manifest.template_file(table)
             written = _TEMPLATE_BYTES.get((manifest.inputs_sha256, table))
             if written is None:
-                query = fill(self.steps["template_rows"], {"table": table}).rstrip().rstrip(";")
+                step = self.steps.get(f"template_rows_{table}", self.steps["template_rows"])
+                query = fill(step, {"table": table}).rstrip().rstrip(";")
                 with _timed(f"write {target.parent.parent.name}"):
                     columns = self.con.execute(f"describe {query}").fetchall()
                 self.copy(typed_nulls([(name, type_) for name, type_, *_ in columns]), target)

@@ -11,10 +11,13 @@
 -- turnlens_dropped_traces (traces that had copies in segments retention removed).
 --
 -- A derived row stays true until a copy received after the watermark changes one of its inputs, and the inputs of
--- a turn's rows are: the spans of its traces, the identity of the traces they link to, and the spans of other traces
--- carrying the same idempotency key (the duplicate and cross-turn detectors). So the touched turns are the turns of
--- the traces with fresh copies, of the traces inheriting their identity through a link, of the traces sharing a key
--- with them, and the turns fresh copies name; their rows are recomputed, their previous rows dropped.
+-- a turn's rows are: the spans of its traces, the identity of the traces they link to, and the facts of the other
+-- turns carrying the same idempotency key (the duplicate and cross-turn detectors: key_facts_of, which the identity
+-- table trace_keys keeps for every turn). So the touched turns are the turns of the traces with fresh copies, of
+-- the traces inheriting their identity through a link, and the turns fresh copies name; their rows are recomputed
+-- from their spans and the kept facts of the turns they share keys with, and their previous rows dropped. Of the
+-- turns sharing a key with them, only those whose key findings can change are recomputed too (key_touched_turn_ids):
+-- not every turn of a key thousands of turns carry.
 
 -- phase: touched
 -- copies received after the watermark, and every copy of the segments written since the previous run (a copy stamped
@@ -55,20 +58,15 @@ select * from turnlens_new_trace_links;
 create or replace temp view turnlens_snapshot_trace_turns as
 select trace_id, session_id, turn_id from turnlens_prev_trace_turns;
 
--- traces whose rows may change: fresh ones, those inheriting identity from one, those sharing a key with one
+-- traces whose rows may change: fresh ones, and those inheriting identity from one
 create or replace temp view turnlens_touched_traces as
 select trace_id from turnlens_fresh_traces
 union
-select trace_id from turnlens_trace_links semi join turnlens_fresh_traces on linked_trace_id = turnlens_fresh_traces.trace_id
-union
-select k.trace_id
-from turnlens_trace_keys as k
-semi join (select idempotency_key from turnlens_trace_keys semi join turnlens_fresh_traces using (trace_id)) as f
-    using (idempotency_key);
+select trace_id from turnlens_trace_links semi join turnlens_fresh_traces on linked_trace_id = turnlens_fresh_traces.trace_id;
 
 -- turn ids to recompute: the previous turns of the touched traces and of the traces they link to, the turns fresh
 -- copies name, and the touched traces themselves (a trace naming no turn is a turn of its own)
-create or replace temp view turnlens_touched_turn_ids as
+create or replace temp view turnlens_own_touched_turn_ids as
 select turn_id from turnlens_snapshot_trace_turns semi join turnlens_touched_traces using (trace_id)
 union
 select t.turn_id
@@ -80,27 +78,68 @@ select span_turn_id from turnlens_new_copies where span_turn_id is not null
 union
 select trace_id from turnlens_touched_traces;
 
--- every trace the recomputation reads: the previous traces of those turns, the touched traces, the traces sharing
--- an idempotency key with any of them, and the traces all of these link to (whose identity they inherit)
+-- the turns whose findings on a key the touched turns carry can change although their spans did not (a turn's
+-- facts of a key are in the previous state's trace_keys, key_facts_of's columns): the turn naming each key's
+-- duplicate_commit or duplicate_compensation before, and the one that will if the touched turns' facts no longer come
+-- first (the first among the others); and the turns with a call the key's charges or commits decide
+-- (unbilled_side_effect, billed_not_committed) when no other turn settles them
+create or replace temp view turnlens_key_touched_turn_ids as
+with touched_keys as (
+    select idempotency_key
+    from turnlens_trace_keys
+    semi join (
+        select trace_id from turnlens_snapshot_trace_turns semi join turnlens_own_touched_turn_ids using (turn_id)
+        union
+        select trace_id from turnlens_touched_traces
+    ) using (trace_id)
+),
+
+facts as (
+    select f.*, turn_id in (select turn_id from turnlens_own_touched_turn_ids) as touched
+    from turnlens_prev_key_facts as f
+    semi join touched_keys using (idempotency_key)
+),
+
+firsts as (
+    select
+        idempotency_key,
+        arg_min_null(turn_id, row(first_ack_hlc, session_id, turn_id)) filter (where acks > 0) as acked,
+        arg_min_null(turn_id, row(first_ack_hlc, session_id, turn_id)) filter (where acks > 0 and not touched)
+            as acked_untouched,
+        arg_min_null(turn_id, row(first_compensation_hlc, session_id, turn_id)) filter (where compensations > 0)
+            as compensated,
+        arg_min_null(turn_id, row(first_compensation_hlc, session_id, turn_id))
+            filter (where compensations > 0 and not touched) as compensated_untouched,
+        coalesce(bool_or(charged) filter (where not touched), false) as charged_untouched,
+        coalesce(bool_or(committed) filter (where not touched), false) as committed_untouched
+    from facts
+    group by idempotency_key
+)
+
+select unnest([acked, acked_untouched, compensated, compensated_untouched]) as turn_id from firsts
+union
+select f.turn_id
+from facts as f
+join firsts as k using (idempotency_key)
+where (f.unbilled_calls and not k.charged_untouched) or (f.unpaid_calls and not k.committed_untouched);
+
+create or replace temp view turnlens_touched_turn_ids as
+select turn_id from turnlens_own_touched_turn_ids
+union
+select turn_id from turnlens_key_touched_turn_ids where turn_id is not null;
+
+-- every trace the recomputation reads: the previous traces of those turns, the touched traces, and the traces all of
+-- these link to (whose identity they inherit)
 create or replace temp view turnlens_fresh_input as
 with turn_traces as (
     select trace_id from turnlens_snapshot_trace_turns semi join turnlens_touched_turn_ids using (turn_id)
     union
     select trace_id from turnlens_touched_traces
-),
-
-keyed as (
-    select trace_id from turn_traces
-    union
-    select k.trace_id
-    from turnlens_trace_keys as k
-    semi join (select idempotency_key from turnlens_trace_keys semi join turn_traces using (trace_id)) as shared
-        using (idempotency_key)
 )
 
-select trace_id from keyed
+select trace_id from turn_traces
 union
-select linked_trace_id from turnlens_trace_links semi join keyed using (trace_id);
+select linked_trace_id from turnlens_trace_links semi join turn_traces using (trace_id);
 
 -- phase: recompute
 -- every stored copy of the input traces, from the segments the trace -> segment index names for them
@@ -131,7 +170,8 @@ select distinct s.trace_id, s.session_id, s.turn_id, p.part
 from turnlens_fresh_spans as s
 join turnlens_turn_parts as p using (session_id, turn_id);
 
-create or replace temp view turnlens_fresh_trace_keys as
+-- the keys each replaced turn's traces carry (with key_facts_of's facts below, its rows of trace_keys)
+create or replace temp view turnlens_fresh_keyed_traces as
 select k.trace_id, k.idempotency_key, t.session_id, t.turn_id
 from turnlens_trace_keys_of('turnlens_fresh_stored') as k
 join turnlens_fresh_trace_turns as t using (trace_id);
@@ -151,6 +191,37 @@ from turn_events_from('turnlens_fresh_spans');
 create or replace temp view turnlens_fresh_side_effects as
 select * from side_effects_of('turnlens_fresh_events');
 
+-- each replaced turn's facts of its idempotency keys (key_facts_of), kept with its identity (trace_keys)
+create or replace temp view turnlens_fresh_key_facts as
+select * from key_facts_of('turnlens_fresh_events', 'turnlens_fresh_side_effects')
+semi join turnlens_turn_parts using (session_id, turn_id);
+
+-- the kept facts of the turns not recomputed (of the partitions read: every partition holding a key of the input
+-- traces), which the cross-turn detectors count with the recomputed turns' own
+create or replace temp view turnlens_outside_key_facts as
+select * from turnlens_prev_key_facts
+anti join turnlens_replaced_turns using (session_id, turn_id);
+
+-- trace_keys: each replaced turn's keys, a turn's facts of a key riding on one of its rows (its least trace carrying
+-- the key, else its least trace): the facts of several rows add up to the turn's
+create or replace temp view turnlens_fresh_trace_keys as
+with carriers as (
+    select f.*, coalesce(k.trace_id, t.trace_id) as trace_id
+    from turnlens_fresh_key_facts as f
+    left join (
+        select session_id, turn_id, idempotency_key, min(trace_id) as trace_id
+        from turnlens_fresh_keyed_traces
+        group by all
+    ) as k using (session_id, turn_id, idempotency_key)
+    left join (
+        select session_id, turn_id, min(trace_id) as trace_id from turnlens_fresh_trace_turns group by all
+    ) as t using (session_id, turn_id)
+)
+
+select *
+from turnlens_fresh_keyed_traces
+full join carriers using (trace_id, idempotency_key, session_id, turn_id);
+
 create or replace temp view turnlens_fresh_cancel_acks as
 select * from cancel_acks_of('turnlens_fresh_events');
 
@@ -162,7 +233,9 @@ select * from layer_verdicts_of('turnlens_fresh_events');
 -- the cancels are the ones held above (divergences_of would compute both again from a copy of the events)
 create or replace temp view turnlens_fresh_divergences as
 select *
-from divergences_from('turnlens_fresh_events', 'turnlens_fresh_side_effects', 'turnlens_fresh_cancel_acks')
+from divergences_beside(
+    'turnlens_fresh_events', 'turnlens_fresh_side_effects', 'turnlens_fresh_cancel_acks', 'turnlens_outside_key_facts'
+)
 where kind <> 'untiered_tool';
 
 create or replace temp view turnlens_fresh_turn_usage as

@@ -69,7 +69,11 @@ qualify row_number() over (
 -- computing them again here was a third of this macro's cost. The callers pass relations computed once: materialised
 -- CTEs (divergences_of, the turns view), or the derived state's fresh part its held tables (derived/fresh.sql); a view
 -- that computes its rows would be computed again at each of the many reads below.
-create or replace macro divergences_from(rows, ledger, acks) as table
+-- divergences_beside(rows, ledger, acks, outside) is divergences_from where `outside` names key_facts_of rows of
+-- other turns: the cross-turn detectors count them with the facts of the turns given (a turn in both counts as
+-- outside's). The derived state's refresh passes the facts of the turns it keeps, so it recomputes only the turns a
+-- new span touches, not every turn sharing an idempotency key with one (derived/fresh.sql).
+create or replace macro divergences_beside(rows, ledger, acks, outside) as table
 with events as not materialized (  -- read where needed, each read projecting its own columns: the caller passes
     -- rows derived once (a materialised CTE, a held table), and a fan-out of every row to five readers cost more
     select * from query_table(rows)
@@ -225,12 +229,19 @@ unapproved_side_effect as (
         and (approval_granted_hlc is null or approval_granted_hlc > committed_hlc)
 ),
 
+key_facts as (  -- each turn's facts of each key: the given turns' own, and outside's (derived/fresh.sql)
+    select * from key_facts_of(rows, ledger)
+    anti join (select session_id, turn_id from query_table(outside)) using (session_id, turn_id)
+    union all by name
+    select * from query_table(outside)
+),
+
 charged_keys as (  -- a charge may sit in another turn's trace: keys are unique across turns, call ids are not
-    select idempotency_key from calls where charges > 0 and idempotency_key is not null
+    select idempotency_key from key_facts where charged
 ),
 
 committed_keys as (
-    select idempotency_key from calls where committed_hlc is not null and idempotency_key is not null
+    select idempotency_key from key_facts where committed
 ),
 
 unbilled_side_effect as (
@@ -306,17 +317,17 @@ ghost_commit as (
         and (failed_hlc is not null or discarded_hlc is not null or tool_cancelled)
 ),
 
-acks_by_key as (
+acks_by_key as (  -- the first acknowledgement names the finding: of those at the same HLC, the least session and turn
     select
         idempotency_key,
-        count(*) as executions,
-        arg_min_null(session_id, row(order_hlc, session_id, turn_id)) as session_id,  -- one row names both
-        arg_min_null(turn_id, row(order_hlc, session_id, turn_id)) as turn_id,
-        min(tool_call_id) as tool_call_id,
-        min(tool_name) as tool_name,
-        list(order_hlc order by order_hlc)[2] as second_hlc
-    from events
-    where step = 'third_party.ack' and idempotency_key is not null and replayed is not true
+        sum(f.acks) as executions,  -- qualified: `acks` alone is the macro's argument
+        arg_min_null(session_id, row(first_ack_hlc, session_id, turn_id)) as session_id,  -- one row names both
+        arg_min_null(turn_id, row(first_ack_hlc, session_id, turn_id)) as turn_id,
+        min(ack_call_id) as tool_call_id,
+        min(ack_tool_name) as tool_name,
+        list_sort(flatten(list(ack_hlcs)), 'ASC', 'NULLS LAST')[2] as second_hlc
+    from key_facts as f
+    where f.acks > 0
     group by idempotency_key
 ),
 
@@ -335,13 +346,13 @@ duplicate_commit as (
 compensations_by_key as (
     select
         idempotency_key,
-        count(*) as compensations,
-        arg_min_null(session_id, row(order_hlc, session_id, turn_id)) as session_id,  -- one row names both
-        arg_min_null(turn_id, row(order_hlc, session_id, turn_id)) as turn_id,
-        min(tool_call_id) as tool_call_id,
-        list(order_hlc order by order_hlc)[2] as second_hlc
-    from events
-    where step = 'tool.compensated' and idempotency_key is not null
+        sum(compensations) as compensations,
+        arg_min_null(session_id, row(first_compensation_hlc, session_id, turn_id)) as session_id,
+        arg_min_null(turn_id, row(first_compensation_hlc, session_id, turn_id)) as turn_id,
+        min(compensation_call_id) as tool_call_id,
+        list_sort(flatten(list(compensation_hlcs)), 'ASC', 'NULLS LAST')[2] as second_hlc
+    from key_facts
+    where compensations > 0
     group by idempotency_key
 ),
 
@@ -478,6 +489,9 @@ select
     epoch_ms(detected_hlc >> 16) as detected_at,
     evidence
 from findings;
+
+create or replace macro divergences_from(rows, ledger, acks) as table
+select * from divergences_beside(rows, ledger, acks, 'turnlens_no_key_facts');
 
 -- divergences_of(rows): the same findings over any relation with turn_events' columns, named by string (turn_events
 -- for the view). A detector matching idempotency keys across turns sees only the rows given: a named query for one

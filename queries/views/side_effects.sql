@@ -202,3 +202,77 @@ from with_commit;
 
 create or replace view side_effects as
 select * from side_effects_of('turn_events');
+
+-- key_facts_of(rows, ledger): what the detectors matching idempotency keys across turns (unbilled_side_effect,
+-- billed_not_committed, duplicate_commit, duplicate_compensation) need of each turn, one row per session_id, turn_id
+-- and idempotency_key (typed as turnlens_no_key_facts below), over a relation with turn_events' columns and the
+-- side_effects computed from it: whether a call with the key was charged, committed, is committed unbilled or charged
+-- uncommitted; the third party's acknowledgements not marked replayed, and the compensations, each counted with their
+-- first HLC (and its two first, NULLS LAST) and least call id. Facts of several turns add up to those of all of them,
+-- so the derived state keeps each turn's (derived/fresh.sql) and a refresh reads those of turns it does not recompute
+-- instead of their spans.
+create or replace macro key_facts_of(rows, ledger) as table
+with events as not materialized (
+    select * from query_table(rows)
+),
+
+acted as (
+    select
+        session_id, turn_id, idempotency_key,
+        count(*) filter (where step = 'third_party.ack' and replayed is not true) as acks,
+        min(order_hlc) filter (where step = 'third_party.ack' and replayed is not true) as first_ack_hlc,
+        list(order_hlc order by order_hlc nulls last)
+            filter (where step = 'third_party.ack' and replayed is not true)[1:2] as ack_hlcs,
+        min(tool_call_id) filter (where step = 'third_party.ack' and replayed is not true) as ack_call_id,
+        min(tool_name) filter (where step = 'third_party.ack' and replayed is not true) as ack_tool_name,
+        count(*) filter (where step = 'tool.compensated') as compensations,
+        min(order_hlc) filter (where step = 'tool.compensated') as first_compensation_hlc,
+        list(order_hlc order by order_hlc nulls last)
+            filter (where step = 'tool.compensated')[1:2] as compensation_hlcs,
+        min(tool_call_id) filter (where step = 'tool.compensated') as compensation_call_id
+    from events
+    where step in ('third_party.ack', 'tool.compensated') and idempotency_key is not null
+    group by session_id, turn_id, idempotency_key
+),
+
+called as (
+    select
+        session_id, turn_id, idempotency_key,
+        bool_or(charges > 0) as charged,
+        bool_or(committed_hlc is not null) as committed,
+        coalesce(bool_or(billable and committed_hlc is not null and compensated_hlc is null and charges = 0), false)
+            as unbilled_calls,
+        bool_or(charges > 0 and committed_hlc is null) as unpaid_calls
+    from query_table(ledger)
+    where idempotency_key is not null
+    group by session_id, turn_id, idempotency_key
+)
+
+select
+    session_id, turn_id, idempotency_key::varchar as idempotency_key,
+    coalesce(charged, false) as charged,
+    coalesce(committed, false) as committed,
+    coalesce(unbilled_calls, false) as unbilled_calls,
+    coalesce(unpaid_calls, false) as unpaid_calls,
+    coalesce(acks, 0)::bigint as acks,
+    first_ack_hlc::bigint as first_ack_hlc,
+    ack_hlcs::bigint[] as ack_hlcs,
+    ack_call_id::varchar as ack_call_id,
+    ack_tool_name::varchar as ack_tool_name,
+    coalesce(compensations, 0)::bigint as compensations,
+    first_compensation_hlc::bigint as first_compensation_hlc,
+    compensation_hlcs::bigint[] as compensation_hlcs,
+    compensation_call_id::varchar as compensation_call_id
+from acted
+full join called using (session_id, turn_id, idempotency_key);
+
+-- turnlens_no_key_facts: key_facts_of's columns and no row, for divergences_from: its turns are all there are (a
+-- table: a file creates one view, the one it documents)
+create or replace table turnlens_no_key_facts as
+select
+    ''::varchar as session_id, ''::varchar as turn_id, ''::varchar as idempotency_key,
+    false as charged, false as committed, false as unbilled_calls, false as unpaid_calls,
+    0::bigint as acks, 0::bigint as first_ack_hlc, []::bigint[] as ack_hlcs, ''::varchar as ack_call_id,
+    ''::varchar as ack_tool_name, 0::bigint as compensations, 0::bigint as first_compensation_hlc,
+    []::bigint[] as compensation_hlcs, ''::varchar as compensation_call_id
+where false;

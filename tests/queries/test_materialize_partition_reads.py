@@ -23,6 +23,45 @@ from turnlens.queries import manifest as derived_manifest
 pytestmark = pytest.mark.slow  # each test runs several materialiser passes (~10 s on a quiet machine)
 
 
+def test_a_key_many_turns_share_recomputes_only_the_turns_its_findings_name(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    """A client reusing one idempotency key for every call: each new turn carrying it is recomputed with the
+    turn naming the key's duplicate_commit, not with every turn of the key (a refresh would otherwise read
+    more of the store at each one), and the findings stay those the live views give."""
+
+    def hot(turn: str, minute: int) -> list[dict]:
+        rows = contract_turn(turn=turn, trace=f"t-{turn}", session=f"s-{turn}", key="k-hot")
+        return shifted(rows, minute * MINUTE_MS)
+
+    staged.send([row for n in range(12) for row in hot(f"h{n}", n * 5)], at_ms=61 * MINUTE_MS)
+    staged.refresh(61 * MINUTE_MS + 1000, deltas_max=0)
+    assert staged.kinds("h0") == ["duplicate_commit"]
+
+    staged.send(hot("again", 70), at_ms=71 * MINUTE_MS)
+    again = staged.refresh(71 * MINUTE_MS + 1000, deltas_max=0)
+    assert again["touched_turns"] == 2, "again, and h0, whose duplicate_commit counts it"
+    assert again["input_copies"] == 2 * len(hot("x", 0))
+    assert "13 times" in _evidence(staged, "h0")
+    staged.assert_equal_to_live()
+
+    # a late turn whose acknowledgement came first takes the finding over: it and h0, which loses it
+    staged.send(hot("earliest", -5), at_ms=72 * MINUTE_MS)
+    earliest = staged.refresh(72 * MINUTE_MS + 1000, deltas_max=0)
+    assert earliest["touched_turns"] == 2, "earliest, and h0"
+    assert staged.kinds("earliest") == ["duplicate_commit"] and staged.kinds("h0") == []
+    assert "14 times" in _evidence(staged, "earliest")
+    staged.assert_equal_to_live()
+
+
+def _evidence(staged: StagedStore, turn: str) -> str:
+    with catalog.connect(staged.dir) as con:
+        [(evidence,)] = con.execute(
+            "select evidence from divergences where turn_id = ? and kind = 'duplicate_commit'", [turn]
+        ).fetchall()
+    return str(evidence)
+
+
 def test_a_refresh_reads_the_identity_of_only_the_partitions_its_turns_reach(
     staged: StagedStore, contract_turn: Any, span: Any
 ) -> None:

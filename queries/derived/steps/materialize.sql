@@ -28,6 +28,10 @@ select * from turnlens_current_trace_turns;
 create or replace temp view turnlens_prev_trace_keys as
 select * from turnlens_current_trace_keys;
 
+-- each turn's facts of its keys (derived/fresh.sql: those of the turns a refresh keeps), on one row of its trace_keys
+create or replace temp view turnlens_prev_key_facts as
+select * exclude (trace_id) from turnlens_prev_trace_keys where acks is not null;
+
 create or replace temp view turnlens_prev_trace_links as
 select * from turnlens_current_trace_links;
 
@@ -148,6 +152,9 @@ select trace_id, session_id, turn_id from turnlens_all_trace_turns;
 create or replace temp view turnlens_prev_trace_keys as
 select * from turnlens_all_trace_keys;
 
+-- a full build recomputes every turn: no kept facts
+create or replace temp view turnlens_prev_key_facts as select * from turnlens_no_key_facts;
+
 create or replace temp view turnlens_prev_trace_links as
 select * from turnlens_all_trace_links;
 
@@ -181,6 +188,8 @@ select ''::varchar as trace_id, ''::varchar as session_id, ''::varchar as turn_i
 create or replace temp view turnlens_prev_trace_keys as
 select ''::varchar as trace_id, ''::varchar as idempotency_key, ''::varchar as session_id, ''::varchar as turn_id
 where false;
+
+create or replace temp view turnlens_prev_key_facts as select * from turnlens_no_key_facts;
 
 create or replace temp view turnlens_prev_trace_links as
 select ''::varchar as trace_id, ''::varchar as linked_trace_id, ''::varchar as session_id, ''::varchar as turn_id
@@ -348,6 +357,8 @@ create or replace temp view turnlens_touched_traces as select ''::varchar as tra
 
 create or replace temp view turnlens_touched_turn_ids as select ''::varchar as turn_id where false;
 
+create or replace temp view turnlens_prev_key_facts as select * from turnlens_no_key_facts;
+
 -- step: seeded_fresh_traces
 -- a full build's touched traces start from its seed; the identity tables are whole already (nothing is new)
 create or replace temp view turnlens_fresh_traces as select trace_id from turnlens_seed;
@@ -412,6 +423,14 @@ select * from {{macro}}({{arguments}});
 -- step: template_rows
 -- a zero-row file per table: the columns a reader binds when no partition holds rows yet
 select * from turnlens_fresh_{{table}} limit 0;
+
+-- step: template_rows_trace_keys
+-- trace_keys' columns, from its keyed traces and key_facts_of's typed columns (turnlens_no_key_facts): binding
+-- turnlens_fresh_trace_keys binds the events and the ledger twice more, 2 s of a small store's full build
+select * from turnlens_fresh_keyed_traces
+full join (select *, null::varchar as trace_id from turnlens_no_key_facts)
+    using (trace_id, idempotency_key, session_id, turn_id)
+limit 0;
 
 -- step: rolled_up_rows
 -- an hour partition made of its minute partitions (and its previous hour file): rows are moved, not recomputed
