@@ -1031,26 +1031,34 @@ def _refresh(
         "previous_index_traces_files": sql_list(previous.chunk_files("traces")),
         "gone_segments": sql_list(gone),
     }
-    read_parts = _touched(run, previous, values)
-    # the segments the index names for the input traces: from each chunk's run, or for a chunk an older
-    # turnlens wrote without one (until a merge replaces it) from a scan of its file
-    with _timed("input_files"):
-        traces = identity_index.hashes(run.con, "select trace_id from turnlens_fresh_input")
-        named = [
-            identity_index.chunk_files_of(index.chunk_run_file(chunk), chunk_lists[chunk], traces)
-            for chunk in chunks
-            if index.chunk_run_file(chunk).exists()
-        ]
-    unrun = [chunk for chunk in chunks if not index.chunk_run_file(chunk).exists()]
-    if unrun:
-        listed = {"index_traces_files": sql_list(replace(index, chunks=unrun).chunk_files("traces"))}
-        named.append({file for (file,) in run.step("input_files", values | listed).fetchall()})
-    input_files = sorted(set().union(*named))
-    unindexed = set(present) - set(newest_copy)
-    values["input_files"] = sql_list(
-        read_order((set(input_files) & set(present)) | unindexed, run.placeholder)
-    )
-    run.fresh_phase("recompute", values, HELD_RECOMPUTED)
+    run.step("no_key_flips")
+    rounds = 0
+    while True:  # once, unless a key's charges or commits changed findings of turns it kept (key_flips)
+        rounds += 1
+        read_parts = _touched(run, previous, values)
+        # the segments the index names for the input traces: from each chunk's run, or for a chunk an older
+        # turnlens wrote without one (until a merge replaces it) from a scan of its file
+        with _timed("input_files"):
+            traces = identity_index.hashes(run.con, "select trace_id from turnlens_fresh_input")
+            named = [
+                identity_index.chunk_files_of(index.chunk_run_file(chunk), chunk_lists[chunk], traces)
+                for chunk in chunks
+                if index.chunk_run_file(chunk).exists()
+            ]
+        unrun = [chunk for chunk in chunks if not index.chunk_run_file(chunk).exists()]
+        if unrun:
+            listed = {"index_traces_files": sql_list(replace(index, chunks=unrun).chunk_files("traces"))}
+            named.append({file for (file,) in run.step("input_files", values | listed).fetchall()})
+        input_files = sorted(set().union(*named))
+        unindexed = set(present) - set(newest_copy)
+        values["input_files"] = sql_list(
+            read_order((set(input_files) & set(present)) | unindexed, run.placeholder)
+        )
+        run.fresh_phase("recompute", values, HELD_RECOMPUTED)
+        flips = [turn for (turn,) in run.step("key_flips").fetchall()]
+        if not flips:
+            break
+        run.con.execute("insert into turnlens_key_flip_turns select unnest($t::varchar[])", {"t": flips})
     if read_parts is not None:  # the partitions holding previous rows of the replaced turns are read too
         replaced_turns = identity_index.hashes(run.con, "select turn_id from turnlens_replaced_turns")
         holding = identity_index.lookup(previous, {"turn": replaced_turns})
@@ -1123,6 +1131,7 @@ def _refresh(
         "new_copies": taken,
         "input_copies": run.held_rows["turnlens_fresh_stored"],
         "backlog_copies": waiting,
+        "key_rounds": rounds,
     }
 
 
@@ -1471,6 +1480,7 @@ def _bootstrap(run: _Run, found: Manifest | None) -> Manifest:
         retiring=list(found.retiring) if found else [],
     )
     run.step("empty_state")
+    run.step("no_key_flips")
     values = {
         "watermark": str(2**62),
         "new_copy_files": sql_list([run.placeholder]),
@@ -1690,6 +1700,7 @@ def _build_units(
         "input_files": sql_list(read_order(present, run.placeholder)),
     }
     run.step("bucket_seed", params={"unit": -1})
+    run.step("no_key_flips")
     run.fresh_phase("touched", values)
     run.step("seeded_fresh_traces")
     run.fresh_phase("recompute", values)

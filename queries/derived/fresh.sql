@@ -81,8 +81,9 @@ select trace_id from turnlens_touched_traces;
 -- the turns whose findings on a key the touched turns carry can change although their spans did not (a turn's
 -- facts of a key are in the previous state's trace_keys, key_facts_of's columns): the turn naming each key's
 -- duplicate_commit or duplicate_compensation before, and the one that will if the touched turns' facts no longer come
--- first (the first among the others); and the turns with a call the key's charges or commits decide
--- (unbilled_side_effect, billed_not_committed) when no other turn settles them
+-- first (the first among the others); and the turns with a call whose unbilled_side_effect or billed_not_committed
+-- the recomputation found the key's charges or commits to decide otherwise (turnlens_key_flip_turns: a refresh that
+-- finds such turns runs again with them, queries/materialize.py)
 create or replace temp view turnlens_key_touched_turn_ids as
 with touched_keys as (
     select idempotency_key
@@ -102,26 +103,20 @@ facts as (
 
 firsts as (
     select
-        idempotency_key,
         arg_min_null(turn_id, row(first_ack_hlc, session_id, turn_id)) filter (where acks > 0) as acked,
         arg_min_null(turn_id, row(first_ack_hlc, session_id, turn_id)) filter (where acks > 0 and not touched)
             as acked_untouched,
         arg_min_null(turn_id, row(first_compensation_hlc, session_id, turn_id)) filter (where compensations > 0)
             as compensated,
         arg_min_null(turn_id, row(first_compensation_hlc, session_id, turn_id))
-            filter (where compensations > 0 and not touched) as compensated_untouched,
-        coalesce(bool_or(charged) filter (where not touched), false) as charged_untouched,
-        coalesce(bool_or(committed) filter (where not touched), false) as committed_untouched
+            filter (where compensations > 0 and not touched) as compensated_untouched
     from facts
     group by idempotency_key
 )
 
 select unnest([acked, acked_untouched, compensated, compensated_untouched]) as turn_id from firsts
 union
-select f.turn_id
-from facts as f
-join firsts as k using (idempotency_key)
-where (f.unbilled_calls and not k.charged_untouched) or (f.unpaid_calls and not k.committed_untouched);
+select turn_id from turnlens_key_flip_turns;
 
 create or replace temp view turnlens_touched_turn_ids as
 select turn_id from turnlens_own_touched_turn_ids

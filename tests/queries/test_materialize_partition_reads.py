@@ -54,6 +54,33 @@ def test_a_key_many_turns_share_recomputes_only_the_turns_its_findings_name(
     staged.assert_equal_to_live()
 
 
+def test_a_key_charged_nowhere_recomputes_its_unbilled_turns_only_once_a_charge_arrives(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    """A reused key whose calls are never charged (a platform sending no billing spans): each of its turns has
+    an unbilled_side_effect that only a charge of the key could settle. New uncharged turns leave them be;
+    the first charge settles them all, in a second round of the same refresh."""
+
+    def unpaid(turn: str, minute: int, charged: bool = False) -> list[dict]:
+        ids = {"turn": turn, "trace": f"t-{turn}", "session": f"s-{turn}"}
+        return shifted(contract_turn(**ids, key="k-unpaid", charged=charged), minute * MINUTE_MS)
+
+    staged.send([row for n in range(8) for row in unpaid(f"u{n}", n * 5)], at_ms=41 * MINUTE_MS)
+    staged.refresh(41 * MINUTE_MS + 1000, deltas_max=0)
+    assert all("unbilled_side_effect" in staged.kinds(f"u{n}") for n in range(8))
+
+    staged.send(unpaid("more", 45), at_ms=46 * MINUTE_MS)
+    more = staged.refresh(46 * MINUTE_MS + 1000, deltas_max=0)
+    assert (more["touched_turns"], more["key_rounds"]) == (2, 1), "more, and u0 (the duplicate_commit)"
+    staged.assert_equal_to_live()
+
+    staged.send(unpaid("paid", 47, charged=True), at_ms=48 * MINUTE_MS)
+    paid = staged.refresh(48 * MINUTE_MS + 1000, deltas_max=0)
+    assert (paid["touched_turns"], paid["key_rounds"]) == (10, 2), "paid, then the nine turns it settles"
+    assert not any("unbilled_side_effect" in staged.kinds(turn) for turn in ("u3", "more", "paid"))
+    staged.assert_equal_to_live()
+
+
 def _evidence(staged: StagedStore, turn: str) -> str:
     with catalog.connect(staged.dir) as con:
         [(evidence,)] = con.execute(

@@ -420,6 +420,50 @@ select * from read_parquet({{file}}, hive_partitioning = false);
 -- a partition's rollup: its macro over the partition's files (rollup_input), {{arguments}} their names
 select * from {{macro}}({{arguments}});
 
+-- step: no_key_flips
+-- no turn recomputed yet because a key's charges or commits changed (key_flips)
+create or replace temp table turnlens_key_flip_turns (turn_id varchar);
+
+-- step: key_flips
+-- after a refresh's recomputation: the turns it kept with a call whose unbilled_side_effect (billed_not_committed)
+-- depends on whether a key was charged (committed) anywhere, where the recomputed turns' facts changed that answer.
+-- The refresh runs again with them (fresh.sql, turnlens_key_touched_turn_ids): their spans did not change, their
+-- findings did. The facts of a key that was never charged decide nothing new however many turns carry it
+with recomputed as (
+    select * exclude (trace_id) from turnlens_fresh_trace_keys where acks is not null
+),
+
+keys as (
+    select idempotency_key from recomputed
+    union
+    select idempotency_key from turnlens_prev_key_facts semi join turnlens_replaced_turns using (session_id, turn_id)
+),
+
+before as (
+    select idempotency_key, bool_or(charged) as charged, bool_or(committed) as committed
+    from turnlens_prev_key_facts semi join keys using (idempotency_key)
+    group by idempotency_key
+),
+
+after as (
+    select idempotency_key, bool_or(charged) as charged, bool_or(committed) as committed
+    from (
+        select idempotency_key, charged, committed from recomputed
+        union all
+        select idempotency_key, charged, committed from turnlens_outside_key_facts
+    )
+    semi join keys using (idempotency_key)
+    group by idempotency_key
+)
+
+select distinct o.turn_id
+from turnlens_outside_key_facts as o
+semi join keys using (idempotency_key)
+left join before as b using (idempotency_key)
+left join after as a using (idempotency_key)
+where (o.unbilled_calls and coalesce(b.charged, false) <> coalesce(a.charged, false))
+    or (o.unpaid_calls and coalesce(b.committed, false) <> coalesce(a.committed, false));
+
 -- step: template_rows
 -- a zero-row file per table: the columns a reader binds when no partition holds rows yet
 select * from turnlens_fresh_{{table}} limit 0;
