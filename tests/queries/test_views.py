@@ -776,6 +776,21 @@ def test_a_side_effecting_framework_tool_commits_once_registered(kit: Any) -> No
     assert kinds == [("missing_idempotency_key",)] * 2
 
 
+def test_a_calls_claims_answer_the_same_whatever_the_order_of_its_rows(kit: Any) -> None:
+    """Two spans of one call claim different tiers and dispatch modes: the claims are listed sorted, so the
+    same rows stored in another order, or a turn recomputed by a refresh, give the same row."""
+    claims = [("soft_irreversible", "speculative"), ("read_only", "eager")]
+    call = {c.TOOL_NAME: "send_invoice", c.TOOL_CALL_ID: "call1"}
+    rows = [
+        kit.span("tool.execute", 2000 + i, 2100 + i, span_id=f"tool{i}", layer="tool",
+                 attrs={**call, c.TOOL_TIER: tier, c.TOOL_DISPATCH: dispatch})
+        for i, (tier, dispatch) in enumerate(claims)
+    ]
+    for order in (rows, rows[::-1]):
+        found = kit.store(order).execute("select tiers, dispatches from tool_claims").fetchall()
+        assert found == [(["read_only", "soft_irreversible"], ["eager", "speculative"])]
+
+
 def test_a_framework_control_tool_is_never_untiered(kit: Any) -> None:
     con = kit.store(_framework_turn(kit, "fa", last_chat_finish=["stop"], tool="final_answer"))
     assert con.execute("select count(*) from divergences").fetchall() == [(0,)]
