@@ -212,11 +212,7 @@ select * from side_effects_of('turn_events');
 -- so the derived state keeps each turn's (derived/fresh.sql) and a refresh reads those of turns it does not recompute
 -- instead of their spans.
 create or replace macro key_facts_of(rows, ledger) as table
-with events as not materialized (
-    select * from query_table(rows)
-),
-
-acted as (
+with acted as (
     select
         session_id, turn_id, idempotency_key,
         count(*) filter (where step = 'third_party.ack' and replayed is not true) as acks,
@@ -230,7 +226,7 @@ acted as (
         list(order_hlc order by order_hlc nulls last)
             filter (where step = 'tool.compensated')[1:2] as compensation_hlcs,
         min(tool_call_id) filter (where step = 'tool.compensated') as compensation_call_id
-    from events
+    from query_table(rows)
     where step in ('third_party.ack', 'tool.compensated') and idempotency_key is not null
     group by session_id, turn_id, idempotency_key
 ),
@@ -240,8 +236,7 @@ called as (
         session_id, turn_id, idempotency_key,
         bool_or(charges > 0) as charged,
         bool_or(committed_hlc is not null) as committed,
-        coalesce(bool_or(billable and committed_hlc is not null and compensated_hlc is null and charges = 0), false)
-            as unbilled_calls,
+        bool_or(billable and committed_hlc is not null and compensated_hlc is null and charges = 0) as unbilled_calls,
         bool_or(charges > 0 and committed_hlc is null) as unpaid_calls
     from query_table(ledger)
     where idempotency_key is not null
