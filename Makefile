@@ -5,15 +5,21 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 STORE ?= ./turnlens-data
 
-.PHONY: install demo test test-fast lint docs sample bench fuzz browser java redis clean
+.PHONY: install lock demo test test-fast lint docs sample bench fuzz browser java redis clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py collector/_otlp_wire.pyx
+$(STAMP): pyproject.toml setup.py collector/_otlp_wire.pyx constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,frameworks,spark]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,frameworks,spark]'
 	touch $(STAMP)
+
+# Record the venv's versions as the ones `make install` takes: after upgrading a package in .venv and a green
+# `make test`. Unpinned, pip re-solves ~200 framework packages and can give up (resolution-too-deep).
+lock: install
+	{ sed -n '/^#/p' constraints.txt; $(BIN)/pip freeze --exclude-editable | grep -v '^-e'; } > constraints.tmp
+	mv constraints.tmp constraints.txt
 
 # Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
 browser:
