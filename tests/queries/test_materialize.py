@@ -390,18 +390,19 @@ def test_threads_auto_gives_a_run_the_cores_the_rest_of_the_host_leaves_idle(
     others = materialize.others_busy(1.9, 1.3, 0.9, 0.8)
     assert others == pytest.approx(0.5) and materialize.idle_threads(others, 2) == 2
     assert materialize.idle_threads(materialize.others_busy(1.9, 0.0, 0.9, 0.0), 2) == 1
-    # what the host kept busy is measured: a process spinning on a core for half a second shows in it, and
-    # in the niced time when it runs niced
+    # what the host kept busy is measured: a process spinning on a core for a second shows in it, and in the
+    # niced time when it runs niced (the kernel counts both in clock ticks, and the niced time is user time
+    # only: a loaded host moved 0.1 s of a half-second spin out of it, hence the margin)
     host = materialize.host_cpu_seconds()
     assert host is not None
     before, niced = host
-    spin = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: sum(range(99999))"
+    spin = "import time\nend = time.process_time() + 1.0\nwhile time.process_time() < end: sum(range(99999))"
     subprocess.run([sys.executable, "-c", spin], check=True, preexec_fn=lambda: os.nice(10))
     host_after = materialize.host_cpu_seconds()
     assert host_after is not None
     after, niced_after = host_after
-    assert after - before >= 0.45
-    assert niced_after - niced >= 0.45
+    assert after - before >= 0.7
+    assert niced_after - niced >= 0.7
     # the collector's materialiser runs with `--threads auto` and says what it ran with
     capsys.readouterr()
     run = ["materialize", "--store", str(sample_copy), "--json", "--margin", "0"]
