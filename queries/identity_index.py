@@ -308,15 +308,21 @@ class Narrowing:
         )
 
     def key_traces(self, script: str) -> None:
-        """Runs `script` (key_traces_of(turnlens_turn_traces)). It joins trace_keys on the held traces (their
-        keys are in the partitions of their turns) and on their keys, and trace_links on the traces it
-        adds."""
+        """Runs `script` (hold_keys.sql: the kept facts of the turns sharing the held traces' keys, and the
+        traces of those it reads whole into turnlens_turn_traces). It joins trace_keys on the held traces
+        (their keys are in the partitions of their turns) and on their keys, and trace_turns and trace_links
+        as turn_traces does on the turns it reads whole and the traces it adds."""
         [(held,)] = self.con.execute("select getvariable('turnlens_turn_traces')").fetchall()
         self._run(
             script,
             {},
             {"trace": value_hashes(held)},
-            lambda found: {"trace": value_hashes(found), "key": value_hashes(self._keys(held))},
+            lambda found: {
+                "trace": value_hashes(found),
+                "key": value_hashes(self._keys(held)),
+                "turn": value_hashes(read := self._read_turns()),
+                "linked": value_hashes(read + found),
+            },
             held,
         )
 
@@ -350,6 +356,10 @@ class Narrowing:
                 f"set variable {LOOKUP_VARIABLE.format(table=table)} = $files::varchar[]",
                 {"files": lookup_files(narrow, table)},
             )
+
+    def _read_turns(self) -> list[str]:
+        [(turns,)] = self.con.execute("select getvariable('turnlens_turn_key_turn_ids')").fetchall()
+        return list(turns or [])
 
     def _keys(self, traces: list[str]) -> list[str]:
         [(keys,)] = self.con.execute(

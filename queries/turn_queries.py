@@ -2,8 +2,10 @@
 NAME_of_turn` all run these files of `queries/turn/`, each with one row shape and one sort order.
 
 `hold` reads the turns once from their own traces into temporary tables of the connection (hold.sql finds
-their traces, hold_keys.sql adds the traces sharing their idempotency keys, which the detectors need,
-hold_read.sql reads them all once); every query of QUERIES then reads those tables and keeps the held turns'
+their traces; the detectors matching idempotency keys across turns need the other turns sharing their keys:
+on a catalogue of derived state hold_kept_keys.sql holds the facts it keeps of those turns and adds the traces
+of the few it must read whole, without one hold_keys.sql adds every trace sharing a key; hold_read.sql reads
+the traces once); every query of QUERIES then reads those tables and keeps the held turns'
 rows, whether one turn (the page) or an incident's many (the export). Holding again on the same connection
 replaces what was held. On a store of many partitions, finding the traces reads the identity of only the
 partitions the identity index names for the turns (identity_index.narrowed).
@@ -24,6 +26,7 @@ T = TypeVar("T")
 TURN_SQL = sqlfiles.QUERIES_DIR / "turn"
 HOLD = "hold"
 HOLD_KEYS = "hold_keys"
+HOLD_KEPT_KEYS = "hold_kept_keys"
 HOLD_READ = "hold_read"
 # the queries that read only the turns' own timeline, so holding them needs no search for shared keys
 TIMELINE_ONLY = frozenset({"timeline"})
@@ -46,7 +49,7 @@ def load(folder: Path = TURN_SQL) -> dict[str, TurnQuery]:
     """Every turn query by name (the hold files are not queries)."""
     queries = {}
     for path in sorted(folder.glob("*.sql")):
-        if path.stem in (HOLD, HOLD_KEYS, HOLD_READ):
+        if path.stem in (HOLD, HOLD_KEYS, HOLD_KEPT_KEYS, HOLD_READ):
             continue
         sql = path.read_text()
         header = [line for line in sql.splitlines() if line.startswith("--")]
@@ -68,7 +71,8 @@ def hold(
     if len(sessions) != len(turns):
         raise ValueError(f"{len(sessions)} sessions for {len(turns)} turns: the lists go in pairs")
     params = {"sessions": list(sessions), "turns": list(turns)}
-    find, share = (TURN_SQL / f"{HOLD}.sql").read_text(), (TURN_SQL / f"{HOLD_KEYS}.sql").read_text()
+    share_file = HOLD_KEPT_KEYS if keeps_key_facts(con) else HOLD_KEYS
+    find, share = (TURN_SQL / f"{HOLD}.sql").read_text(), (TURN_SQL / f"{share_file}.sql").read_text()
     with identity_index.narrowed(con) as narrowing:
         if narrowing is None:
             sqlfiles.execute_script(con, find, params)
@@ -79,6 +83,15 @@ def hold(
             if keys:
                 narrowing.key_traces(share)
     sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD_READ}.sql").read_text(), {})
+
+
+def keeps_key_facts(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether `con`'s catalogue reads derived state, which keeps each turn's facts of its idempotency keys
+    (derived/snapshot.sql defines kept_key_facts_of)."""
+    [(found,)] = con.execute(
+        "select count(*) from duckdb_functions() where function_name = 'kept_key_facts_of'"
+    ).fetchall()
+    return bool(found)
 
 
 def run(con: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyConnection:

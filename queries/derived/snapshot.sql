@@ -280,6 +280,106 @@ create or replace macro key_traces_of(traces) as (
     ))
 );
 
+-- kept_key_facts_of(keys): the facts (key_facts_of's rows) the derived state keeps of each turn carrying one of those
+-- idempotency keys, its rows in force: a base file's row unless a delta replaced its turn, a delta's when it is the
+-- newest that replaced it (current.sql). One turn's lookups read these instead of the spans of every turn sharing its
+-- keys (queries/turn/hold_kept_keys.sql; a key a client reuses reaches thousands of turns).
+create or replace macro kept_key_facts_of(keys) as table
+with wanted as (
+    select unnest(keys) as idempotency_key
+),
+
+kept as (
+    select f.* exclude (trace_id, filename), regexp_extract(f.filename, '-v([0-9]+)\.parquet$', 1) as delta_version
+    from read_parquet(turnlens_lookup_trace_keys(), hive_partitioning = false, filename = true) as f
+    semi join wanted using (idempotency_key)
+    where f.acks is not null
+)
+
+select k.* exclude (delta_version)
+from kept as k
+left join turnlens_superseded as s using (session_id, turn_id)
+where case when k.delta_version = '' then s.version is null else k.delta_version::bigint = s.version end;
+
+-- key_read_turns_of(keys, kept): the turns carrying one of those idempotency keys whose spans a lookup reads beside the
+-- kept facts (`kept`, kept_key_facts_of's rows): the kept turns a copy received after the watermark touches, as a
+-- refresh finds them (derived/fresh.sql: a trace with a new copy, one linking to it, the traces they link to, the turn
+-- a new copy names), whose kept facts may be out of date; and the turns of the new copies carrying one of the keys,
+-- which the derived state may not know yet.
+create or replace macro key_read_turns_of(keys, kept) as table
+with new_copies as (
+    select trace_id, span_turn_id, attributes, events, links
+    from turnlens_new_copies_read()
+    where received_unix_nano > turnlens_watermark()
+),
+
+links as (
+    select trace_id, linked_trace_id from read_parquet(turnlens_lookup_trace_links(), hive_partitioning = false)
+    union all
+    select * from turnlens_trace_links_of('new_copies')
+),
+
+touched as (  -- traces with a new copy, and those inheriting their identity through a link
+    select trace_id from new_copies
+    union
+    select l.trace_id from links as l semi join new_copies as n on l.linked_trace_id = n.trace_id
+),
+
+keyed as (  -- traces whose new copies carry one of the keys
+    select distinct trace_id
+    from turnlens_trace_keys_of('new_copies')
+    where list_contains(keys, idempotency_key)
+),
+
+kept_turns as (
+    select distinct turn_id from query_table(kept)
+),
+
+changed as (  -- the traces whose turns' facts a new copy can change: touched ones, those they link to, the keyed
+    select trace_id from touched
+    union
+    select l.linked_trace_id from links as l semi join touched using (trace_id)
+),
+
+identity as (  -- the turn of each trace the derived state knows (a superset: rows later deltas replaced too)
+    select trace_id, turn_id from read_parquet(turnlens_lookup_trace_turns(), hive_partitioning = false)
+),
+
+turns as (
+    select i.turn_id from identity as i semi join changed using (trace_id) semi join kept_turns using (turn_id)
+    union
+    select span_turn_id from new_copies semi join kept_turns on new_copies.span_turn_id = kept_turns.turn_id
+    union
+    select trace_id from touched semi join kept_turns on touched.trace_id = kept_turns.turn_id
+    union  -- the keyed traces' turns: as a trace's, through the traces it links to, as the new copies name them
+    select i.turn_id
+    from identity as i
+    semi join (
+        select trace_id from keyed
+        union
+        select l.linked_trace_id from links as l semi join keyed using (trace_id)
+    ) as k using (trace_id)
+    union
+    select n.span_turn_id
+    from new_copies as n
+    semi join (
+        select trace_id from keyed
+        union
+        select l.linked_trace_id from links as l semi join keyed using (trace_id)
+    ) as k using (trace_id)
+    where n.span_turn_id is not null
+    union
+    select trace_id from keyed
+)
+
+select turn_id from turns where turn_id is not null;
+
+-- key_read_traces_of(traces, turns): those traces and every trace of those turns (the turns key_read_turns_of gives),
+-- which a lookup reads; the other turns sharing their keys it reads as kept facts
+create or replace macro key_read_traces_of(traces, turns) as (
+    list_distinct(list_concat(traces, turn_traces_of(turns)))
+);
+
 -- turn_files_of(traces), as base/spans.sql defines it, from the trace -> segment index (chunks sorted by trace id)
 -- plus every segment present that the index does not know (written, or compacted, since): one turn's spans_in then
 -- opens the few segments that hold it instead of every segment of the store.

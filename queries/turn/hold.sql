@@ -2,7 +2,8 @@
 -- which every other query of this folder reads. Run by turn_queries.hold, never by a view, in this order: hold.sql
 -- finds the turns' traces from narrow columns (turn_traces_of) and holds them in the session variable
 -- turnlens_turn_traces, a constant that reaches the Parquet scan, so one turn is read, not the store; hold_keys.sql
--- (when the queries need it) adds the traces sharing their idempotency keys; hold_read.sql reads those traces once.
+-- or hold_kept_keys.sql (when the queries need it) adds the traces sharing their idempotency keys, or the facts kept
+-- of those; hold_read.sql reads those traces once.
 --   $sessions: the session ids, one per turn.
 --   $turns: the turn ids, in the same order.
 -- turnlens_turn_keys: the (session_id, turn_id) pairs held; every query keeps those turns' rows only.
@@ -13,3 +14,7 @@ set variable turnlens_turn_traces = turn_traces_of($turns::varchar[]);
 
 create or replace temp table turnlens_turn_keys as
 select distinct unnest($sessions::varchar[]) as session_id, unnest($turns::varchar[]) as turn_id;
+
+-- the other turns' key facts the findings count: none until hold_keys.sql holds them
+create or replace temp table turnlens_turn_key_facts as
+select * from turnlens_no_key_facts;

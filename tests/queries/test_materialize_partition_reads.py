@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import duckdb
 import pytest
 from stagedstore import MINUTE_MS, T0_MS, StagedStore, shifted, six_turns
+from turnlens.kernel import contract as c
 from turnlens.queries import catalog, identity_index, materialize, turn_queries
 from turnlens.queries import manifest as derived_manifest
 
@@ -79,6 +81,62 @@ def test_a_key_charged_nowhere_recomputes_its_unbilled_turns_only_once_a_charge_
     assert (paid["touched_turns"], paid["key_rounds"]) == (10, 2), "paid, then the nine turns it settles"
     assert not any("unbilled_side_effect" in staged.kinds(turn) for turn in ("u3", "more", "paid"))
     staged.assert_equal_to_live()
+
+
+def test_a_turn_sharing_a_key_with_many_reads_their_kept_facts_and_whole_only_those_new_copies_touch(
+    staged: StagedStore, builders: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Turn detail page (and an export) of a turn carrying a key many turns carry: it reads the facts the
+    derived state keeps of the other turns, not their spans, except the turns a copy received after the
+    watermark touches, which it reads whole; and it answers as a read of every trace sharing the key does."""
+
+    def hot(turn: str, minute: int) -> list[dict]:
+        rows = builders.turn(turn=turn, trace=f"t-{turn}", session=f"s-{turn}", key="k-hot")
+        return shifted(rows, minute * MINUTE_MS)
+
+    staged.send([row for n in range(8) for row in hot(f"h{n}", n * 5)], at_ms=61 * MINUTE_MS)
+    staged.refresh(61 * MINUTE_MS + 1000, deltas_max=0)
+    names = sorted(turn_queries.load())
+    named = ("t-early", "tp", *(f"t-h{n}" for n in range(8)))
+    traces = {hashlib.md5(name.encode()).hexdigest(): name for name in named}  # the given rows' trace ids
+
+    def page(con: duckdb.DuckDBPyConnection, turn: str) -> tuple[dict[str, Any], list[str], int]:
+        """Every turn query of the turn, the traces it read, and the other turns' kept facts it counted."""
+        answers = turn_queries.run_all(con, [f"s-{turn}"], [turn], names, lambda found: found.fetchall())
+        [(held,)] = con.execute("select getvariable('turnlens_turn_traces')").fetchall()
+        [(facts,)] = con.execute("select count(*) from turnlens_turn_key_facts").fetchall()
+        return answers, sorted(traces[trace] for trace in held), facts
+
+    with catalog.connect(staged.dir) as con:
+        _, read, facts = page(con, "h3")
+    assert (read, facts) == (["t-h3"], 7), "its own trace, and the seven other turns' facts"
+
+    # past the watermark, no refresh yet: a turn whose acknowledgement came first (it takes h0's
+    # duplicate_commit), a retried export of h5, and a third party's acknowledgement in a trace of its own
+    # linked to h6's tool span (it inherits h6's identity)
+    at = 30 * MINUTE_MS + 2300  # h6's call, acknowledged again
+    ack = {c.TOOL_CALL_ID: "call1", c.IDEMPOTENCY_KEY: "k-hot", c.THIRD_PARTY_STATUS: "250 OK"}
+    late_ack = builders.span(
+        "POST webhook", at, at + 20, trace="tp", session=None, turn=None, layer="third_party", node="relay",
+        links=[("t-h6", "tool")],
+        events=[builders.event(c.EV_THIRD_PARTY_ACK, at + 10, hlc_at=at + 10, **ack)],
+    )
+    staged.send(hot("early", -5) + hot("h5", 25) + [late_ack], at_ms=62 * MINUTE_MS)
+    plain = catalog.live_connection(staged.dir)
+    try:
+        live = {turn: page(plain, turn)[0] for turn in ("early", "h0", "h3", "h6")}
+        for narrow_from in (identity_index.NARROW_FROM, 1):
+            monkeypatch.setattr(identity_index, "NARROW_FROM", narrow_from)
+            with catalog.connect(staged.dir) as con:
+                _, read, facts = page(con, "h3")
+                assert read == ["t-early", "t-h3", "t-h5", "t-h6", "tp"], "the turns the new copies touch"
+                assert facts == 5, "h0, h1, h2, h4, h7"
+                pages = {turn: page(con, turn)[0] for turn in live}
+            assert pages == live
+        assert any("duplicate_commit" in row for row in live["early"]["findings"]), "acknowledged first"
+        assert not any("duplicate_commit" in row for row in live["h0"]["findings"]), "no longer the first"
+    finally:
+        plain.close()
 
 
 def _evidence(staged: StagedStore, turn: str) -> str:
