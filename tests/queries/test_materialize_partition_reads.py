@@ -87,17 +87,29 @@ def test_a_turn_sharing_a_key_with_many_reads_their_kept_facts_and_whole_only_th
     staged: StagedStore, builders: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The Turn detail page (and an export) of a turn carrying a key many turns carry: it reads the facts the
-    derived state keeps of the other turns, not their spans, except the turns a copy received after the
-    watermark touches, which it reads whole; and it answers as a read of every trace sharing the key does."""
+    derived state keeps of the other turns (a delta's where one replaced a turn), not their spans, except the
+    turns a copy received after the watermark touches, which it reads whole; and it answers as a read of
+    every trace sharing the key does."""
 
     def hot(turn: str, minute: int) -> list[dict]:
         rows = builders.turn(turn=turn, trace=f"t-{turn}", session=f"s-{turn}", key="k-hot")
         return shifted(rows, minute * MINUTE_MS)
 
+    def acknowledged(trace: str, turn: int) -> dict:
+        """A third party's acknowledgement of h<turn>'s call again, in a trace of its own linked to the
+        turn's tool span (it inherits the turn's identity)."""
+        at = turn * 5 * MINUTE_MS + 2300
+        ack = {c.TOOL_CALL_ID: "call1", c.IDEMPOTENCY_KEY: "k-hot", c.THIRD_PARTY_STATUS: "250 OK"}
+        return builders.span(
+            "POST webhook", at, at + 20, trace=trace, session=None, turn=None, layer="third_party",
+            node="relay", links=[(f"t-h{turn}", "tool")],
+            events=[builders.event(c.EV_THIRD_PARTY_ACK, at + 10, hlc_at=at + 10, **ack)],
+        )
+
     staged.send([row for n in range(8) for row in hot(f"h{n}", n * 5)], at_ms=61 * MINUTE_MS)
     staged.refresh(61 * MINUTE_MS + 1000, deltas_max=0)
     names = sorted(turn_queries.load())
-    named = ("t-early", "tp", *(f"t-h{n}" for n in range(8)))
+    named = ("t-early", "tp6", "tp7", *(f"t-h{n}" for n in range(8)))
     traces = {hashlib.md5(name.encode()).hexdigest(): name for name in named}  # the given rows' trace ids
 
     def page(con: duckdb.DuckDBPyConnection, turn: str) -> tuple[dict[str, Any], list[str], int]:
@@ -111,30 +123,26 @@ def test_a_turn_sharing_a_key_with_many_reads_their_kept_facts_and_whole_only_th
         _, read, facts = page(con, "h3")
     assert (read, facts) == (["t-h3"], 7), "its own trace, and the seven other turns' facts"
 
+    # h6 acknowledged again: a delta replaces its facts (its partition's file still holds the old ones)
+    staged.send([acknowledged("tp6", 6)], at_ms=62 * MINUTE_MS)
+    assert staged.refresh(62 * MINUTE_MS + 1000)["folded_partitions"] == []
     # past the watermark, no refresh yet: a turn whose acknowledgement came first (it takes h0's
-    # duplicate_commit), a retried export of h5, and a third party's acknowledgement in a trace of its own
-    # linked to h6's tool span (it inherits h6's identity)
-    at = 30 * MINUTE_MS + 2300  # h6's call, acknowledged again
-    ack = {c.TOOL_CALL_ID: "call1", c.IDEMPOTENCY_KEY: "k-hot", c.THIRD_PARTY_STATUS: "250 OK"}
-    late_ack = builders.span(
-        "POST webhook", at, at + 20, trace="tp", session=None, turn=None, layer="third_party", node="relay",
-        links=[("t-h6", "tool")],
-        events=[builders.event(c.EV_THIRD_PARTY_ACK, at + 10, hlc_at=at + 10, **ack)],
-    )
-    staged.send(hot("early", -5) + hot("h5", 25) + [late_ack], at_ms=62 * MINUTE_MS)
+    # duplicate_commit), a retried export of h5, and h7 acknowledged again
+    staged.send(hot("early", -5) + hot("h5", 25) + [acknowledged("tp7", 7)], at_ms=63 * MINUTE_MS)
     plain = catalog.live_connection(staged.dir)
     try:
-        live = {turn: page(plain, turn)[0] for turn in ("early", "h0", "h3", "h6")}
+        live = {turn: page(plain, turn)[0] for turn in ("early", "h0", "h3", "h6", "h7")}
         for narrow_from in (identity_index.NARROW_FROM, 1):
             monkeypatch.setattr(identity_index, "NARROW_FROM", narrow_from)
             with catalog.connect(staged.dir) as con:
                 _, read, facts = page(con, "h3")
-                assert read == ["t-early", "t-h3", "t-h5", "t-h6", "tp"], "the turns the new copies touch"
-                assert facts == 5, "h0, h1, h2, h4, h7"
+                assert read == ["t-early", "t-h3", "t-h5", "t-h7", "tp7"], "the turns the new copies touch"
+                assert facts == 5, "h0, h1, h2, h4, and h6's from the delta"
                 pages = {turn: page(con, turn)[0] for turn in live}
             assert pages == live
         assert any("duplicate_commit" in row for row in live["early"]["findings"]), "acknowledged first"
         assert not any("duplicate_commit" in row for row in live["h0"]["findings"]), "no longer the first"
+        assert any("11 times" in str(row) for row in live["early"]["findings"]), "every acknowledgement"
     finally:
         plain.close()
 
