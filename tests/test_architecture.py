@@ -9,6 +9,9 @@ way or on a cycle between modules, whether the import is at the top of a file or
 from __future__ import annotations
 
 import ast
+import fnmatch
+import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -123,3 +126,42 @@ def test_the_graph_sees_the_imports_it_checks() -> None:
     assert "turnlens.queries.manifest" in GRAPH["turnlens.queries.catalog"]
     assert "turnlens.kernel.contract" in GRAPH["turnlens.instrument.tracing"]
     assert len(MODULES) > 60
+
+
+def _package_data() -> list[tuple[str, str]]:
+    """(folder, glob) for every package-data glob of pyproject.toml, the folder its package installs from."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = setuptools["package-dir"]
+    found = []
+    for package, globs in setuptools["package-data"].items():
+        found += [(folders[package], pattern) for pattern in globs]
+    return found
+
+
+def test_every_file_the_packages_read_is_installed_with_them() -> None:
+    """A wheel (`pip install /path/to/turnlens`, not the editable install the tests run from) carries only the
+    files package-data names: queries/turn/*.sql was missing, so the Turn page, the export and NAME_of_turn
+    failed on such an install while every test passed."""
+    data = _package_data()
+    tracked = subprocess.run(
+        ["git", "ls-files", *MAY_IMPORT, "turnlens"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert any(name.startswith("queries/") for name in tracked), "git lists the packages' files"
+    missing = []
+    for name in tracked:
+        if name.endswith((".py", ".pyx", ".pyi")):
+            continue
+        if not any(_matches(name, folder, pattern) for folder, pattern in data):
+            missing.append(name)
+    assert missing == [], "files the code reads that pyproject.toml's package-data leaves out of a wheel"
+
+
+def _matches(name: str, folder: str, pattern: str) -> bool:
+    """Whether the file `name` (relative to the repository) is `pattern` of the package in `folder` (a glob
+    whose `*` stays within one folder, as setuptools reads it)."""
+    if not name.startswith(folder + "/"):
+        return False
+    parts, wanted = name[len(folder) + 1 :].split("/"), pattern.split("/")
+    return len(parts) == len(wanted) and all(
+        fnmatch.fnmatchcase(part, glob) for part, glob in zip(parts, wanted, strict=True)
+    )
