@@ -528,13 +528,13 @@ def main() -> int:
 
         measure("turn queries (one turn)", functools.partial(turn_queries_of, (session, turn)))
         shared = con.execute(
-            "select k.session_id, k.turn_id, k.idempotency_key from divergences as k"
+            "select k.session_id, k.turn_id from divergences as k"
             " join (select idempotency_key, count(distinct turn_id) as turns from side_effects"
             "       where idempotency_key is not null group by all order by turns desc limit 1) using"
             " (idempotency_key) where k.kind = 'duplicate_commit' and turns > 1"
         ).fetchall()
         if shared:
-            hot = functools.partial(turn_queries_of, shared[0][:2])
+            hot = functools.partial(turn_queries_of, shared[0])
             measure("turn queries (a key's duplicate_commit)", hot)
         slo = {"window_size": "1m", "hours": "24"}
         measure("slo_cancel_to_ack (24 h)", lambda: len(catalog.run_named(con, "slo_recent", slo).fetchall()))

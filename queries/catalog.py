@@ -356,7 +356,7 @@ def _start_from_bound_views(tmp: Path, target: Path, key: str, names: list[str],
             usable = (
                 _store_row(con).get("views_sha256") == key
                 and present.issuperset(names)
-                and (with_snapshot or not _reads_derived_state(con))
+                and (with_snapshot or not derived_manifest.reads_derived_state(con))
             )
     except (OSError, duckdb.Error):  # none in place, or one that cannot be opened: every view is bound
         usable = False
@@ -406,7 +406,7 @@ def _update_copy(store_dir: Path, segments_glob: str) -> bool:
         shutil.copyfile(target, tmp)
         con = duckdb.connect(str(tmp))
         try:
-            reusable = _recorded(con) == store_record(store_dir) and _reads_derived_state(con)
+            reusable = _recorded(con) == store_record(store_dir) and derived_manifest.reads_derived_state(con)
             if reusable:
                 con.execute("begin")
                 derived_manifest.apply_snapshot_sql(con, segments_glob, manifest, values_only=True)
@@ -423,14 +423,6 @@ def _update_copy(store_dir: Path, segments_glob: str) -> bool:
         if not reusable:
             tmp.unlink(missing_ok=True)
     return reusable
-
-
-def _reads_derived_state(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether a catalogue's derived views read derived state (not their live definitions)."""
-    found = con.execute(
-        "select count(*) from duckdb_views() where view_name = 'turnlens_current_turns' and not temporary"
-    ).fetchone()
-    return bool(found and found[0])
 
 
 STALE_TMP_AGE_S = 3600.0  # a catalog is written in seconds: a temporary one this old is abandoned

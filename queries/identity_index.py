@@ -308,10 +308,11 @@ class Narrowing:
         )
 
     def key_traces(self, script: str) -> None:
-        """Runs `script` (hold_keys.sql: the kept facts of the turns sharing the held traces' keys, and the
-        traces of those it reads whole into turnlens_turn_traces). It joins trace_keys on the held traces
-        (their keys are in the partitions of their turns) and on their keys, and trace_turns and trace_links
-        as turn_traces does on the turns it reads whole and the traces it adds."""
+        """Runs `script` (hold_kept_keys.sql: the kept facts of the turns sharing the held traces' keys, and
+        the traces of the turns it reads whole, turnlens_turn_key_turn_ids, into turnlens_turn_traces; or
+        hold_keys.sql, every trace sharing the keys). It joins trace_keys on the held traces (their keys are
+        in the partitions of their turns) and on their keys, and trace_turns and trace_links as turn_traces
+        does on the turns it reads whole and the traces it adds."""
         [(held,)] = self.con.execute("select getvariable('turnlens_turn_traces')").fetchall()
         self._run(
             script,
@@ -358,6 +359,7 @@ class Narrowing:
             )
 
     def _read_turns(self) -> list[str]:
+        """The turns hold_kept_keys.sql reads whole (none where hold.sql reset them: hold_keys.sql)."""
         [(turns,)] = self.con.execute("select getvariable('turnlens_turn_key_turn_ids')").fetchall()
         return list(turns or [])
 

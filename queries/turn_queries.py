@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import duckdb
 from turnlens.queries import identity_index, sqlfiles
+from turnlens.queries import manifest as derived_manifest
 
 T = TypeVar("T")
 
@@ -72,7 +73,9 @@ def hold(
         raise ValueError(f"{len(sessions)} sessions for {len(turns)} turns: the lists go in pairs")
     params = {"sessions": list(sessions), "turns": list(turns)}
     find = (TURN_SQL / f"{HOLD}.sql").read_text()
-    share = (TURN_SQL / f"{HOLD_KEPT_KEYS if keys and keeps_key_facts(con) else HOLD_KEYS}.sql").read_text()
+    # derived state keeps each turn's facts of its idempotency keys (derived/snapshot.sql, kept_key_facts_of)
+    kept = keys and derived_manifest.reads_derived_state(con)
+    share = (TURN_SQL / f"{HOLD_KEPT_KEYS if kept else HOLD_KEYS}.sql").read_text()
     with identity_index.narrowed(con) as narrowing:
         if narrowing is None:
             sqlfiles.execute_script(con, find, params)
@@ -83,16 +86,6 @@ def hold(
             if keys:
                 narrowing.key_traces(share)
     sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD_READ}.sql").read_text(), {})
-
-
-def keeps_key_facts(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether `con`'s catalogue reads derived state, which keeps each turn's facts of its idempotency keys:
-    derived/snapshot.sql defines kept_key_facts_of, applied with current.sql's views (looking one up takes a
-    millisecond, the macro among every function 30)."""
-    [(found,)] = con.execute(
-        "select count(*) from duckdb_views() where view_name = 'turnlens_current_turns' and not temporary"
-    ).fetchall()
-    return bool(found)
 
 
 def run(con: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyConnection:

@@ -335,10 +335,16 @@ kept_turns as (
     select distinct turn_id from query_table(kept)
 ),
 
-changed as (  -- the traces whose turns' facts a new copy can change: touched ones, those they link to, the keyed
+changed as (  -- the traces whose turns' kept facts a new copy can change: touched ones and those they link to
     select trace_id from touched
     union
     select l.linked_trace_id from links as l semi join touched using (trace_id)
+),
+
+keyed_reach as (  -- the keyed traces and those they link to (whose identity they inherit)
+    select trace_id from keyed
+    union
+    select l.linked_trace_id from links as l semi join keyed using (trace_id)
 ),
 
 identity as (  -- the turn of each trace the derived state knows (a superset: rows later deltas replaced too)
@@ -351,23 +357,10 @@ turns as (
     select span_turn_id from new_copies semi join kept_turns on new_copies.span_turn_id = kept_turns.turn_id
     union
     select trace_id from touched semi join kept_turns on touched.trace_id = kept_turns.turn_id
-    union  -- the keyed traces' turns: as a trace's, through the traces it links to, as the new copies name them
-    select i.turn_id
-    from identity as i
-    semi join (
-        select trace_id from keyed
-        union
-        select l.linked_trace_id from links as l semi join keyed using (trace_id)
-    ) as k using (trace_id)
+    union  -- the keyed traces' turns: as the derived state knows them, as the new copies name them, themselves
+    select i.turn_id from identity as i semi join keyed_reach using (trace_id)
     union
-    select n.span_turn_id
-    from new_copies as n
-    semi join (
-        select trace_id from keyed
-        union
-        select l.linked_trace_id from links as l semi join keyed using (trace_id)
-    ) as k using (trace_id)
-    where n.span_turn_id is not null
+    select n.span_turn_id from new_copies as n semi join keyed_reach using (trace_id) where n.span_turn_id is not null
     union
     select trace_id from keyed
 )

@@ -15,6 +15,9 @@ set variable turnlens_turn_traces = turn_traces_of($turns::varchar[]);
 create or replace temp table turnlens_turn_keys as
 select distinct unnest($sessions::varchar[]) as session_id, unnest($turns::varchar[]) as turn_id;
 
--- the other turns' key facts the findings count: none until hold_keys.sql holds them
+-- the other turns' key facts the findings count, and the turns sharing a key read whole: none until
+-- hold_kept_keys.sql holds them (a hold before, on the same connection, may have)
 create or replace temp table turnlens_turn_key_facts as
 select * from turnlens_no_key_facts;
+
+reset variable turnlens_turn_key_turn_ids;
