@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,19 @@ def output_dir() -> Path:
     path = Path(os.environ.get("TURNLENS_TEST_OUTPUT", REPO / "test-output"))
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _streamlit_components_scanned_once() -> Iterator[None]:
+    """Each new AppTest (the dashboard's page tests) scans the metadata of every installed distribution for
+    Streamlit components: ~1 s a page opened with the framework extras installed, where a server scans once
+    at start. Nothing is installed while the tests run, so each process scans once."""
+    from streamlit.components.v2 import manifest_scanner
+
+    with pytest.MonkeyPatch.context() as patch:
+        scan = functools.cache(manifest_scanner.scan_component_manifests)
+        patch.setattr(manifest_scanner, "scan_component_manifests", scan)
+        yield
 
 
 def _free_port() -> int:
