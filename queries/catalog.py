@@ -123,7 +123,7 @@ def run_named(
     if query.turn is not None:
         held = turn_queries.load(queries_dir / "turn")[query.turn]
         turn_queries.hold(con, [str(params["session"])], [str(params["turn"])], keys=held.needs_keys)
-        return execute_script(con, query.sql, {})
+        return turn_queries.execute(con, query.sql, queries_dir / "turn")
     return execute_script(con, query.sql, params)
 
 

@@ -29,6 +29,9 @@ HOLD = "hold"
 HOLD_KEYS = "hold_keys"
 HOLD_KEPT_KEYS = "hold_kept_keys"
 HOLD_READ = "hold_read"
+HOLD_FOUND = "hold_found"
+# what hold_found.sql holds: a query naming one of them has it computed once after a hold, on first need
+FOUND_TABLES = ("turnlens_turn_ledger", "turnlens_turn_acks", "turnlens_turn_found")
 # the queries that read only the turns' own timeline, so holding them needs no search for shared keys
 TIMELINE_ONLY = frozenset({"timeline"})
 
@@ -50,7 +53,7 @@ def load(folder: Path = TURN_SQL) -> dict[str, TurnQuery]:
     """Every turn query by name (the hold files are not queries)."""
     queries = {}
     for path in sorted(folder.glob("*.sql")):
-        if path.stem in (HOLD, HOLD_KEYS, HOLD_KEPT_KEYS, HOLD_READ):
+        if path.stem in (HOLD, HOLD_KEYS, HOLD_KEPT_KEYS, HOLD_READ, HOLD_FOUND):
             continue
         sql = path.read_text()
         header = [line for line in sql.splitlines() if line.startswith("--")]
@@ -88,12 +91,28 @@ def hold(
     sqlfiles.execute_script(con, (TURN_SQL / f"{HOLD_READ}.sql").read_text(), {})
 
 
-def run(con: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyConnection:
+def run(con: duckdb.DuckDBPyConnection, name: str, folder: Path = TURN_SQL) -> duckdb.DuckDBPyConnection:
     """Runs one turn query over what `hold` holds on `con`; the caller fetches the rows."""
-    queries = load()
+    queries = load(folder)
     if name not in queries:
         raise sqlfiles.CatalogError(f"no turn query {name!r}; known: {', '.join(sorted(queries))}")
-    return sqlfiles.execute_script(con, queries[name].sql, {})
+    return execute(con, queries[name].sql, folder)
+
+
+def execute(con: duckdb.DuckDBPyConnection, sql: str, folder: Path = TURN_SQL) -> duckdb.DuckDBPyConnection:
+    """Runs a turn query's SQL over what `hold` holds. The first query after a hold that reads the turns'
+    ledger, acknowledgements or findings holds all three (hold_found.sql), which the page's five such
+    queries then share."""
+    if any(table in sql for table in FOUND_TABLES) and not _holds_found(con):
+        sqlfiles.execute_script(con, (folder / f"{HOLD_FOUND}.sql").read_text(), {})
+    return sqlfiles.execute_script(con, sql, {})
+
+
+def _holds_found(con: duckdb.DuckDBPyConnection) -> bool:
+    held = con.execute(
+        "select count(*) from duckdb_tables() where temporary and table_name = ?", [FOUND_TABLES[-1]]
+    ).fetchone()
+    return held is not None and held[0] > 0
 
 
 def run_all(

@@ -21,3 +21,10 @@ create or replace temp table turnlens_turn_key_facts as
 select * from turnlens_no_key_facts;
 
 reset variable turnlens_turn_key_turn_ids;
+
+-- what hold_found.sql held of the turns a hold before held
+drop table if exists temp.turnlens_turn_ledger;
+
+drop table if exists temp.turnlens_turn_acks;
+
+drop table if exists temp.turnlens_turn_found;

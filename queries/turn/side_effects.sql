@@ -14,7 +14,7 @@ select
     s.compensation_failed_hlc is not null as undo_failed,
     s.discarded_hlc is not null as discarded,
     s.approval_granted_hlc is not null as approved
-from side_effects_of('turnlens_turn_rows') as s
+from turnlens_turn_ledger as s
 semi join turnlens_turn_keys as k on k.session_id = s.session_id and k.turn_id = s.turn_id
 left join turnlens_turn_stops as t on t.session_id = s.session_id and t.turn_id = s.turn_id
 order by

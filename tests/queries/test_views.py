@@ -655,9 +655,10 @@ def test_each_turn_query_gives_the_view_rows_for_every_turn(
 def test_a_turn_query_by_name_answers_as_the_held_turn(
     con: duckdb.DuckDBPyConnection, held_turns: dict[tuple[str, str], dict[str, Any]]
 ) -> None:
-    """`turnlens query NAME_of_turn` holds the turn itself: the same rows as the page's hold."""
+    """`turnlens query NAME_of_turn` holds the turn itself: the same rows as the page's hold, also when the
+    connection held other turns before (what those holds computed once for several queries is not reused)."""
     for session, turn in [("s-linked", "linked"), *list(held_turns)[:2]]:
-        for name in ("timeline", "side_effects"):
+        for name in ("timeline", "side_effects", "findings", "summary"):
             named = catalog.run_named(con, f"{name}_of_turn", {"session": session, "turn": turn})
             assert ([d[0] for d in named.description], named.fetchall()) == held_turns[(session, turn)][name]
 
