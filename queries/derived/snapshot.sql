@@ -203,17 +203,23 @@ select received_unix_nano
 from span_copies_in(turnlens_segments())
 where received_unix_nano > turnlens_watermark();
 
+-- turnlens_lookup_links(): every (trace_id, linked_trace_id) of the identity files and of the copies received since
+create or replace macro turnlens_lookup_links() as table
+with new_copies as (
+    select trace_id, links from turnlens_new_copies_read() where received_unix_nano > turnlens_watermark()
+)
+
+select trace_id, linked_trace_id from read_parquet(turnlens_lookup_trace_links(), hive_partitioning = false)
+union all  -- a duplicate costs less than de-duplicating every link of the store
+select * from turnlens_trace_links_of('new_copies');
+
 create or replace macro turn_traces_of(turns) as (
     with new_copies as (
-        select trace_id, span_turn_id, links from turnlens_new_copies_read() where received_unix_nano > turnlens_watermark()
+        select trace_id, span_turn_id from turnlens_new_copies_read() where received_unix_nano > turnlens_watermark()
     ),
 
-    links as (  -- union all: a duplicate costs less than de-duplicating every link of the store
-        select trace_id, linked_trace_id from read_parquet(turnlens_lookup_trace_links(), hive_partitioning = false)
-        union all
-        select trace_id, unnest(list_transform(links, lambda link: link.trace_id)) as linked_trace_id
-        from new_copies
-        where len(links) > 0
+    links as (
+        select * from turnlens_lookup_links()
     ),
 
     naming as (
@@ -246,7 +252,7 @@ with new_copies as (
 )
 
 select trace_id, idempotency_key from read_parquet(turnlens_lookup_trace_keys(), hive_partitioning = false)
-union all  -- union all, as in turn_traces_of
+union all  -- union all, as in turnlens_lookup_links
 select * from turnlens_trace_keys_of('new_copies');
 
 -- idempotency_keys_of(traces): the idempotency keys those traces carry, which key_traces_of looks the other traces up by
@@ -257,14 +263,8 @@ create or replace macro idempotency_keys_of(traces) as (
 );
 
 create or replace macro key_traces_of(traces) as (
-    with new_copies as (
-        select trace_id, links from turnlens_new_copies_read() where received_unix_nano > turnlens_watermark()
-    ),
-
-    links as (
-        select trace_id, linked_trace_id from read_parquet(turnlens_lookup_trace_links(), hive_partitioning = false)
-        union all
-        select * from turnlens_trace_links_of('new_copies')
+    with links as (
+        select * from turnlens_lookup_links()
     ),
 
     sharing as (
@@ -308,15 +308,13 @@ where case when k.delta_version = '' then s.version is null else k.delta_version
 -- which the derived state may not know yet.
 create or replace macro key_read_turns_of(keys, kept) as table
 with new_copies as (
-    select trace_id, span_turn_id, attributes, events, links
+    select trace_id, span_turn_id, attributes, events
     from turnlens_new_copies_read()
     where received_unix_nano > turnlens_watermark()
 ),
 
 links as (
-    select trace_id, linked_trace_id from read_parquet(turnlens_lookup_trace_links(), hive_partitioning = false)
-    union all
-    select * from turnlens_trace_links_of('new_copies')
+    select * from turnlens_lookup_links()
 ),
 
 touched as (  -- traces with a new copy, and those inheriting their identity through a link
