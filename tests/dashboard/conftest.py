@@ -60,14 +60,19 @@ def snapshot_store(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     shutil.copytree(store, path)
     # the catalog names its store's files by absolute path: a copied store gets its own, as after a move
     write_catalog(path, segments_glob(path))
+    _materialize(path)
+    return path
+
+
+def _materialize(store: Path) -> None:
+    """The store's derived state, by the real `turnlens materialize` (what the collector runs)."""
     run = subprocess.run(
-        [str(TURNLENS), "materialize", "--store", str(path), "--margin", "0", "--quiet"],
+        [str(TURNLENS), "materialize", "--store", str(store), "--margin", "0", "--quiet"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    return path
 
 
 @pytest.fixture()
@@ -85,9 +90,11 @@ def on_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], None]
 @pytest.fixture(scope="session")
 def sample_store(ingested_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The simulator's recorded sample (every finding kind) through the real `turnlens ingest`, with the
-    fleet's tool registry and the alert state of one `turnlens alerts run` over it (on a copy of the
-    session's ingested sample)."""
+    fleet's tool registry, its derived state (as the collector keeps it: the pages read what a user of
+    `make demo` sees, not the live views a store without one falls back to) and the alert state of one
+    `turnlens alerts run` over it (on a copy of the session's ingested sample)."""
     path = samplestore.copy_store(ingested_sample, tmp_path_factory.mktemp("sample-store") / "store")
+    _materialize(path)
     con = catalog.connect(path)
     try:
         newest_ms = int(data.run_named(con, "store_bounds", {})["newest_ms"].iloc[0])
