@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
@@ -46,10 +47,22 @@ def texts(at: AppTest) -> str:
     return "\n".join(str(e.value) for kind in kinds for e in getattr(at, kind))
 
 
+@pytest.fixture(autouse=True)
+def _derived_state(snapshot_store: Path, on_store: Callable[[Path], None]) -> None:
+    """The pages read the store with its derived state, as a user's store has it (the collector keeps it); a
+    test of the live views a store without one falls back to points at `store` itself."""
+    on_store(snapshot_store)
+
+
+@pytest.mark.parametrize("derived", [True, False], ids=["derived", "live"])
 @pytest.mark.parametrize("page", PAGES)
-def test_every_page_runs_on_the_store(store: Path, page: str) -> None:
+def test_every_page_runs_on_the_store(store: Path, on_store, page: str, derived: bool) -> None:
+    if not derived:
+        on_store(store)
     at = open_page(page)
     assert "No catalog" not in texts(at)
+    # the pages of the per-turn views say whether they read the derived state or compute them live
+    assert ("No snapshot yet" in texts(at)) is (not derived and page in ("overview", "turns", "side_effects"))
 
 
 def test_overview_tiles_come_from_the_views(store: Path) -> None:
@@ -158,6 +171,7 @@ def test_export_buttons_build_the_incident_of_this_turn(store: Path) -> None:
 
 
 def test_pages_say_how_fresh_the_snapshot_is(store: Path, snapshot_store: Path, on_store) -> None:
+    on_store(store)
     assert "No snapshot yet" in texts(open_page("overview"))
     on_store(snapshot_store)
     at = open_page("overview")
