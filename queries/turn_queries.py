@@ -5,10 +5,11 @@ NAME_of_turn` all run these files of `queries/turn/`, each with one row shape an
 their traces; the detectors matching idempotency keys across turns need the other turns sharing their keys:
 on a catalogue of derived state hold_kept_keys.sql holds the facts it keeps of those turns and adds the traces
 of the few it must read whole, without one hold_keys.sql adds every trace sharing a key; hold_read.sql reads
-the traces once); every query of QUERIES then reads those tables and keeps the held turns'
-rows, whether one turn (the page) or an incident's many (the export). Holding again on the same connection
-replaces what was held. On a store of many partitions, finding the traces reads the identity of only the
-partitions the identity index names for the turns (identity_index.narrowed).
+the traces once); every query of `queries/turn/` then reads those tables and keeps the held turns' rows,
+whether one turn (the page) or an incident's many (the export); the first to need the turns' ledger, cancel
+acknowledgements or findings holds those too (hold_found.sql, `execute`). Holding again on the same
+connection replaces what was held. On a store of many partitions, finding the traces reads the identity of
+only the partitions the identity index names for the turns (identity_index.narrowed).
 """
 
 from __future__ import annotations
