@@ -110,6 +110,7 @@ def execute(con: duckdb.DuckDBPyConnection, sql: str, folder: Path = TURN_SQL) -
 
 
 def _holds_found(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether hold_found.sql ran since the last hold: its last table is there (hold.sql drops all three)."""
     held = con.execute(
         "select count(*) from duckdb_tables() where temporary and table_name = ?", [FOUND_TABLES[-1]]
     ).fetchone()

@@ -1,6 +1,6 @@
 -- hold_found: the held turns' ledger, cancel acknowledgements and findings, computed once for the queries that read
--- them (findings, summary, side_effects, cancel_acks, usage). turn_queries.run runs it before the first such query
--- after a hold (hold.sql drops what a hold before left), so a hold for the timeline alone never computes them.
+-- them (findings, summary, side_effects, cancel_acks, usage). turn_queries.execute runs it before the first such
+-- query after a hold (hold.sql drops what a hold before left), so a hold for the timeline alone never computes them.
 -- turnlens_turn_ledger: side_effects_of the held rows.
 -- turnlens_turn_acks: cancel_acks_of the held rows.
 -- turnlens_turn_found: their divergences, counting the other turns' key facts hold_kept_keys.sql holds.
