@@ -162,6 +162,14 @@ HELD_RECOMPUTED = (
 # spans and 1.2 GB of events; all kept to the end, DuckDB spilled past its 1 GB limit (the share cost
 # 23.6 CPU s, 20.5 with a 6 GB limit)
 RELEASED_AFTER_LAST_READ = ("turnlens_fresh_stored", "turnlens_fresh_spans", "turnlens_fresh_events")
+# what a key-fact unit's job holds (write_key_facts): the relations its turns' key facts are computed from
+FACTS_HELD = (
+    "turnlens_fresh_stored",
+    "turnlens_fresh_spans",
+    "turnlens_turn_parts",
+    "turnlens_fresh_events",
+    "turnlens_fresh_side_effects",
+)
 
 # the zero-row file of each table this process wrote, by the inputs it was written under (write_templates)
 _TEMPLATE_BYTES: dict[tuple[str, str], bytes] = {}
@@ -247,8 +255,9 @@ class BuildEngine(Protocol):
     ) -> Iterator[list[str]]:
         """Given the fresh part's constants, the buckets newest first (each with its unit numbers: one, or one
         per slice) and the shuffle (where each unit's input files go): writes each unit's inputs
-        (shuffle_pass), then each bucket's partition files (their folders added to run.written_dirs), and
-        yields the bucket when they are all written; the build publishes it then."""
+        (shuffle_pass), the key facts of the shuffle's key-fact units (write_key_facts) before any unit's job
+        reads them, then each bucket's partition files (their folders added to run.written_dirs), and yields
+        the bucket when they are all written; the build publishes it then."""
         ...
 
     def close(self) -> None:
@@ -1548,9 +1557,14 @@ def _full_build(
             "slices": [slices for _, _, slices in units],
         },
     )
-    _write_plan(run, buckets, sum(sizes.values()))
-    manifest, summary = _build_units(run, manifest, present, buckets, engine, fresh=True)
-    return manifest, summary | {"identity_chunks": chunks}
+    [(fact_turns, fact_units)] = run.step(
+        "key_fact_units", params={"first": sum(slices for _, slices in buckets), "copies": bucket_spans}
+    ).fetchall()
+    _write_plan(run, buckets, sum(sizes.values()), fact_units)
+    manifest, summary = _build_units(
+        run, manifest, present, buckets, engine, fresh=True, fact_units=fact_units
+    )
+    return manifest, summary | {"identity_chunks": chunks, "key_fact_turns": fact_turns}
 
 
 @dataclass(frozen=True)
@@ -1675,7 +1689,9 @@ def _resume_build(run: _Run, found: Manifest, engine: BuildEngine) -> tuple[Mani
     run.step("resumed_identity", _plan_values(run.folder, found.plan))
     buckets = [(list(parts), int(slices)) for parts, slices in plan["buckets"]]
     manifest = replace(found, version=run.version)
-    manifest, summary = _build_units(run, manifest, run.present_segments(), buckets, engine, fresh=False)
+    manifest, summary = _build_units(
+        run, manifest, run.present_segments(), buckets, engine, fresh=False, fact_units=plan["key_fact_units"]
+    )
     return manifest, summary | {"copies": plan["copies"], "resumed_from": found.version}
 
 
@@ -1686,9 +1702,12 @@ def _build_units(
     buckets: list[tuple[list[str], int]],
     engine: BuildEngine,
     fresh: bool,
+    fact_units: int,
 ) -> tuple[Manifest, dict[str, Any]]:
     """Computes the buckets `manifest` does not name yet (all of them when `fresh`: it then publishes the
-    empty state first), publishing each as it is done and the state whole after the last."""
+    empty state first), publishing each as it is done and the state whole after the last. Before them, the
+    `fact_units` key-fact units (key_fact_units) that the buckets' units read: computed again whenever a
+    bucket is, since only the shuffle folder of this run holds them."""
     run.step("whole_store_views")
     values = {
         "watermark": str(2**62),  # no copy is new: the seed names the traces
@@ -1715,7 +1734,11 @@ def _build_units(
         if not set(bucket) <= set(manifest.partitions):  # published buckets are kept as they are
             jobs.append((bucket, range(first, first + slices)))
         first += slices
-    shuffle = _prepare_shuffle(run, [unit for _, numbers in jobs for unit in numbers], present, manifest)
+    facts = list(range(first, first + fact_units)) if jobs else []
+    shuffle = _prepare_shuffle(
+        run, [unit for _, numbers in jobs for unit in numbers], facts, present, manifest
+    )
+    values["kept_key_facts"] = shuffle.kept_key_facts()
     for done, bucket in enumerate(engine.units(run, values, jobs, shuffle), start=1):
         manifest = replace(manifest, partitions=manifest.partitions | dict.fromkeys(bucket, run.version))
         if done < len(jobs):  # the last bucket is published whole, below
@@ -1732,7 +1755,9 @@ def _build_units(
         "buckets_reused": len(buckets) - len(jobs),
         "units": first,
         "units_built": sum(len(numbers) for _, numbers in jobs),
+        "key_fact_units": len(facts),
         "shuffle_segments_read": shuffle.reads,  # per pass, of `segments` (the placeholder counted)
+        "shuffle_copies": sum(shuffle.copies),  # the units' input copies written, key-fact units' included
         "segments": len(present),
     }
 
@@ -1744,16 +1769,16 @@ def _plan_values(folder: Path, version: int) -> dict[str, str]:
     return {f"{name}_file": catalog.sql_string(str(file)) for name, file in files.items()}
 
 
-def _write_plan(run: _Run, buckets: list[tuple[list[str], int]], copies: int) -> None:
+def _write_plan(run: _Run, buckets: list[tuple[list[str], int]], copies: int, fact_units: int) -> None:
     """Keeps what a full build's first pass computed in `.build-v<N>/`, durably before the build's first
-    publish: each trace's turn, keys and links over the whole store, each turn's unit, and the buckets. A
-    bucket's rows depend on these (which traces it reads, which partition a turn goes to), not only on the
-    copies, so a run that resumes the build reads them rather than computing them again from a store that may
-    have received spans since."""
+    publish: each trace's turn, keys and links over the whole store, each turn's unit (and key-fact unit),
+    and the buckets. A bucket's rows depend on these (which traces it reads, which partition a turn goes to,
+    whose key facts it counts), not only on the copies, so a run that resumes the build reads them rather than
+    computing them again from a store that may have received spans since."""
     plan = run.folder / f"{PLAN_PREFIX}{run.version}"  # _full_build removed every earlier one
     for table, name in PLAN_TABLES.items():
         run.copy(f"select * from {table}", plan / f"{name}.parquet", step="write plan")
-    body = {"version": run.version, "buckets": buckets, "copies": copies}
+    body = {"version": run.version, "buckets": buckets, "copies": copies, "key_fact_units": fact_units}
     target = plan / PLAN_FILE
     tmp = segments.tmp_path(target)
     tmp.write_text(json.dumps(body) + "\n")
@@ -1802,11 +1827,13 @@ class LocalEngine:
     def units(
         self, run: _Run, values: dict[str, str], units: list[tuple[list[str], range]], shuffle: Shuffle
     ) -> Iterator[list[str]]:
-        """The shuffle, UNITS_PER_PASS units a pass, then the units one after another; yields each bucket
-        once its partitions' files are written (the build publishes it)."""
+        """The shuffle, UNITS_PER_PASS units a pass, then the key-fact units, then the units one after
+        another; yields each bucket once its partitions' files are written (the build publishes it)."""
         for batch in shuffle.passes(UNITS_PER_PASS):
-            shuffle.reads.append(shuffle_pass(run, shuffle, batch))
+            shuffle.ended(*shuffle_pass(run, shuffle, batch))
         run.step("shuffle_done")
+        for unit in shuffle.facts:
+            write_key_facts(run, values, shuffle.folder, unit)
         for bucket, numbers in units:
             for slice_, unit in enumerate(numbers):
                 write_unit(run, values, shuffle.folder, bucket, len(numbers), slice_, unit)
@@ -1832,6 +1859,17 @@ def write_unit(
     _remove_tree(shuffle / "copies" / f"unit={unit}")
 
 
+def write_key_facts(run: _Run, values: dict[str, str], shuffle: Path, unit: int) -> None:
+    """Computes the key facts of one key-fact unit's turns (key_fact_units) from its own files, as their own
+    units compute them, into `facts/unit=<n>.parquet` of the shuffle folder, which the units read
+    (Shuffle.kept_key_facts); its input copies go once it is done."""
+    _compute_bucket(run, values | {"kept_key_facts": "turnlens_no_key_facts"}, shuffle, unit, FACTS_HELD)
+    target = Shuffle.facts_file(shuffle, unit)
+    run.copy(run.steps["unit_key_facts"], target, step="write key facts")
+    run.written_dirs.discard(target.parent)  # no manifest names it: the shuffle folder goes with the build
+    _remove_tree(shuffle / "copies" / f"unit={unit}")
+
+
 def _units(buckets: list[tuple[list[str], int]]) -> list[tuple[str, int, int]]:
     """Each partition with the first unit that computes it and how many units (slices) do: a bucket is one
     unit for all its partitions, a partition larger than a bucket one unit per slice."""
@@ -1846,20 +1884,41 @@ def _units(buckets: list[tuple[list[str], int]]) -> list[tuple[str, int, int]]:
 @dataclass
 class Shuffle:
     """Where a full build's shuffle writes each unit's input — every stored copy of the traces its turns need
-    (their own, those sharing an idempotency key with them, those they link to) in `copies/unit=<n>/`, and its
-    turns in `turns/unit=<n>/` — and what a pass over the store needs to find them: the present segments and
-    the trace -> segment index. A pass (shuffle_pass) runs on the build's connection or on one of its own (a
+    (their own, those linking to them, those they link to) in `copies/unit=<n>/`, and its turns in
+    `turns/unit=<n>/` — and what a pass over the store needs to find them: the present segments and the
+    trace -> segment index. A pass (shuffle_pass) runs on the build's connection or on one of its own (a
     Spark task), which reads the whole store's identity from the build's first pass (`.build-v<plan>/`).
+    The key-fact units' jobs (write_key_facts) write their turns' key facts to `facts/unit=<n>.parquet`,
+    which every unit's job reads beside its own files.
 
     This is the seam between the whole store and the per-unit jobs: a unit's job (`_compute_bucket`) reads
     these files and nothing else, so the same job can run on another engine given the same files."""
 
     folder: Path
     units: list[int]  # the units to compute, newest first
+    facts: list[int]  # the key-fact units, whose jobs end before any unit's starts
     present: list[str]
     index: Manifest
     chunk_lists: dict[int, list[str]]
     reads: list[int] = field(default_factory=list)  # the segments each pass read, as the passes end
+    copies: list[int] = field(default_factory=list)  # the copies each pass wrote
+
+    def ended(self, reads: int, copies: int) -> None:
+        """Counts a pass that ended (shuffle_pass's answer)."""
+        self.reads.append(reads)
+        self.copies.append(copies)
+
+    @staticmethod
+    def facts_file(folder: Path, unit: int) -> Path:
+        return folder / "facts" / f"unit={unit}.parquet"
+
+    def kept_key_facts(self) -> str:
+        """The relation of the key-fact units' files a unit's job reads as the facts of other units' turns
+        (unit_job's kept_key_facts): none without key-fact units."""
+        if not self.facts:
+            return "turnlens_no_key_facts"
+        files = sql_list([str(self.facts_file(self.folder, unit)) for unit in self.facts])
+        return f"read_parquet({files}, hive_partitioning = false)"
 
     @property
     def plan(self) -> int:
@@ -1872,38 +1931,42 @@ class Shuffle:
         unit of a pass before it flushes them (121 units of 30M spans in one pass ran out of memory); a pass
         reads the segments the index names for its units' traces, so the passes read the store about once
         between them, not once each."""
-        return [self.units[at : at + units_per_pass] for at in range(0, len(self.units), units_per_pass)]
+        every = self.facts + self.units  # the key-fact units first: every unit's job waits for theirs
+        return [every[at : at + units_per_pass] for at in range(0, len(every), units_per_pass)]
 
 
-def _prepare_shuffle(run: _Run, units: list[int], present: list[str], index: Manifest) -> Shuffle:
-    """An empty shuffle folder for the build's `units` (the passes write into it side by side)."""
+def _prepare_shuffle(
+    run: _Run, units: list[int], facts: list[int], present: list[str], index: Manifest
+) -> Shuffle:
+    """An empty shuffle folder for the build's `units` and key-fact units (the passes write into it side by
+    side)."""
     folder = run.folder / f".shuffle-v{run.version}"
     _remove_tree(folder)
-    for kind in ("copies", "turns"):
+    for kind in ("copies", "turns", "facts"):
         (folder / kind).mkdir(parents=True)
-    return Shuffle(folder, units, present, index, _chunk_lists(run, index))
+    return Shuffle(folder, units, facts, present, index, _chunk_lists(run, index))
 
 
-def shuffle_pass(run: _Run, shuffle: Shuffle, units: list[int]) -> int:
+def shuffle_pass(run: _Run, shuffle: Shuffle, units: list[int]) -> tuple[int, int]:
     """Writes the input files of `units` in one pass over the segments holding their traces, on `run`'s
     connection (which holds the whole store's identity: whole_store_identity or resumed_identity); returns
-    how many segments it read. Starts from nothing, so a pass run again (a retried Spark task) writes the
-    same files. DuckDB's own flush threshold: a smaller one made the pass cost up to 2.5 times the CPU (many
-    flushes of each thread's buffers) without lowering the peak."""
+    how many segments it read and how many copies it wrote. Starts from nothing, so a pass run again (a
+    retried Spark task) writes the same files. DuckDB's own flush threshold: a smaller one made the pass cost
+    up to 2.5 times the CPU (many flushes of each thread's buffers) without lowering the peak."""
     for unit in units:
         for kind in ("copies", "turns"):
             _remove_tree(shuffle.folder / kind / f"unit={unit}")
     run.step("unit_inputs", params={"units": units})
     inputs = "select trace_id from turnlens_unit_inputs"
     holding = _segments_holding(run, shuffle.index, shuffle.chunk_lists, shuffle.present, inputs)
-    run.step(
+    [(copies,)] = run.step(
         "shuffle",
         {
             "files": _listed(run, shuffle.present, holding),
             "copies_dir": catalog.sql_string(str(shuffle.folder / "copies")),
             "turns_dir": catalog.sql_string(str(shuffle.folder / "turns")),
         },
-    )
+    ).fetchall()
     run.step("next_units")
     for unit in units:  # a slice its hash gave no turn (a few large turns) reads zero-row files
         for kind in ("copies", "turns"):
@@ -1913,7 +1976,7 @@ def shuffle_pass(run: _Run, shuffle: Shuffle, units: list[int]) -> int:
                 target = catalog.sql_string(str(folder / "empty.parquet"))
                 files = _listed(run, shuffle.present, None)
                 run.step(f"empty_unit_{kind}", {"files": files, "target": target})
-    return len(shuffle.present if holding is None else holding)
+    return len(shuffle.present if holding is None else holding), int(copies)
 
 
 def _chunk_lists(run: _Run, index: Manifest) -> dict[int, list[str]]:
@@ -1948,17 +2011,22 @@ def _segments_holding(
     return (named | (set(present) - known)) & set(present)
 
 
-def _compute_bucket(run: _Run, values: dict[str, str], shuffle: Path, unit: int) -> None:
-    """Recomputes the turns of one unit from its own files (`shuffle_pass`) and holds their rows for the
-    partitions' files: a function of those files and of the roll-up cutoff alone."""
+def _compute_bucket(
+    run: _Run, values: dict[str, str], shuffle: Path, unit: int, held: tuple[str, ...] = ()
+) -> None:
+    """Recomputes the turns of one unit from its own files (`shuffle_pass`) and the key facts of other
+    units' turns (values' kept_key_facts), and holds their rows for the partitions' files (`held`, by
+    default every relation written from): a function of those files and of the roll-up cutoff alone."""
     copies = sql_list([str(shuffle / "copies" / f"unit={unit}" / "*.parquet")])
     turns = sql_list([str(shuffle / "turns" / f"unit={unit}" / "*.parquet")])
-    run.step("unit_job", {"copies_files": copies, "turns_files": turns})
+    run.step(
+        "unit_job", {"copies_files": copies, "turns_files": turns, "kept_key_facts": values["kept_key_facts"]}
+    )
     run.fresh_phase(
         "recompute", values | {"input_copies": f"read_parquet({copies}, hive_partitioning = false)"}
     )
     run.step("bucket_replaced_turns")
-    run.hold(tuple(name for name in HELD_RECOMPUTED if name != "turnlens_replaced_turns"))
+    run.hold(held or tuple(name for name in HELD_RECOMPUTED if name != "turnlens_replaced_turns"))
 
 
 def _remove_tree(folder: Path) -> None:

@@ -10,10 +10,12 @@ links, each turn's unit). Spark runs the rest as tasks, each on a DuckDB connect
 - shuffle tasks: each takes a batch of units, reads the first pass and the segments holding its units'
   traces, and writes each unit's input copies and turns to `derived/.shuffle-v<N>/copies/unit=<n>/` and
   `turns/unit=<n>/` (materialize.shuffle_pass);
-- unit tasks, each submitted as soon as its batch is written: one unit (a bucket, or a slice of a bucket
-  larger than `bucket_spans`) computed from its files and nothing else (materialize.write_unit:
-  derived/fresh.sql and derived/steps/materialize.sql), writing the bucket's partition files and their rollups
-  (a slice's files when sliced);
+- key-fact tasks, each submitted as soon as its batch is written: the key facts of the turns that carry a key
+  turns of other units carry too (materialize.write_key_facts), which every unit reads;
+- unit tasks, each submitted once its batch is written and every key-fact task has ended: one unit (a bucket,
+  or a slice of a bucket larger than `bucket_spans`) computed from its files and the key facts, nothing else
+  (materialize.write_unit: derived/fresh.sql and derived/steps/materialize.sql), writing the bucket's
+  partition files and their rollups (a slice's files when sliced);
 - join tasks: a sliced partition's slices joined into its file once they are all written, and its rollups.
 As buckets finish the driver publishes them, so readers see what is done exactly as during a local build.
 
@@ -47,9 +49,10 @@ DEFAULT_MASTER = "local[*]"
 # the kinds of task of a build, in the order they run
 IDENTITY_TASK = "identity"  # one chunk of the whole store's identity (materialize.identity_chunk_apart)
 SHUFFLE_TASK = "shuffle"  # a batch of units' input files written (materialize.shuffle_pass)
+KEY_FACTS_TASK = "key_facts"  # one key-fact unit's facts computed from them (materialize.write_key_facts)
 UNIT_TASK = "unit"  # one unit's partition files computed from them (materialize.write_unit)
 JOIN_TASK = "join"  # the slices of a partition computed in several units joined (materialize._join_slices)
-KINDS = (IDENTITY_TASK, SHUFFLE_TASK, UNIT_TASK, JOIN_TASK)
+KINDS = (IDENTITY_TASK, SHUFFLE_TASK, KEY_FACTS_TASK, UNIT_TASK, JOIN_TASK)
 
 
 class SparkUnavailable(Exception):
@@ -193,18 +196,28 @@ class SparkBuckets:
             for index, (bucket, numbers) in enumerate(units)
             for slice_, unit in enumerate(numbers)
         }
+        fact_specs = {
+            unit: common
+            | {"kind": KEY_FACTS_TASK, "values": values, "shuffle": str(shuffle.folder), "unit": unit}
+            for unit in shuffle.facts
+        }
+        facts_left = set(fact_specs)  # every unit's job reads their files: its task waits for them all
+        waiting: list[dict[str, Any]] = []  # the units whose batch is written, until then
         buckets = [(bucket, len(numbers)) for bucket, numbers in units]
         left = {index: slices for index, (_, slices) in enumerate(buckets)}  # units not yet computed
         unpublished = set(left)
         # one Spark job per task, submitted newest first: the scheduler runs as many at once as it has cores.
         # The shuffle goes in as many batches as there are cores (each at most UNITS_PER_PASS units, as a
-        # local pass), every unit's job once its batch is written, and the driver publishes each bucket as
-        # soon as its last slice is. A join goes to Spark at once, from a pool of its own: queued behind the
-        # units waiting in `pool`, no bucket of 30M spans was published in the build's first 16 minutes.
+        # local pass), the key-fact units first; each key-fact unit's job once its batch is written, every
+        # unit's job once its batch is written and the key-fact jobs have all ended (it reads their files),
+        # and the driver publishes each bucket as soon as its last slice is. A join goes to Spark at once,
+        # from a pool of its own: queued behind the units waiting in `pool`, no bucket of 30M spans was
+        # published in the build's first 16 minutes.
         # Spark's FIFO scheduler gives the next free core to the earliest job submitted, the join's, since
         # `pool` submits a unit's job only when one of its own ends
         lanes = _lanes(context)
-        per_pass = max(1, min(materialize.UNITS_PER_PASS, math.ceil(len(shuffle.units) / lanes)))
+        every = len(shuffle.facts) + len(shuffle.units)
+        per_pass = max(1, min(materialize.UNITS_PER_PASS, math.ceil(every / lanes)))
         pass_specs = [
             common | {"kind": SHUFFLE_TASK, "shuffle": shuffle, "units": batch}
             for batch in shuffle.passes(per_pass)
@@ -224,8 +237,15 @@ class SparkBuckets:
                         report = future.result()
                         self._record(report)
                         if report["kind"] == SHUFFLE_TASK:
-                            shuffle.reads.append(report["reads"])
-                            batch = [unit_specs[unit] for unit in report["units"]]
+                            shuffle.ended(report["reads"], report["copies"])
+                            batch = [fact_specs[unit] for unit in report["units"] if unit in fact_specs]
+                            waiting += [unit_specs[unit] for unit in report["units"] if unit in unit_specs]
+                        elif report["kind"] == KEY_FACTS_TASK:
+                            facts_left.discard(report["unit"])
+                            batch = []
+                        if report["kind"] in (SHUFFLE_TASK, KEY_FACTS_TASK):
+                            if not facts_left:
+                                batch, waiting = batch + waiting, []
                             pending |= {pool.submit(_submit, context, spec, group) for spec in batch}
                             continue
                         run.written_dirs.update(Path(name) for name in report["written_dirs"])
@@ -300,6 +320,8 @@ def _task_name(spec: dict[str, Any]) -> str:
         return f"shuffle of units {units[0]}..{units[-1]}"
     if spec["kind"] == JOIN_TASK:
         return f"join of partition {spec['part']}'s {spec['slices']} slices"
+    if spec["kind"] == KEY_FACTS_TASK:
+        return f"key facts of unit {spec['unit']}"
     return f"bucket {spec['bucket'][0]}.. slice {spec['slice']}"
 
 
@@ -333,10 +355,11 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
         elif spec["kind"] == SHUFFLE_TASK:
             shuffle: materialize.Shuffle = spec["shuffle"]
             run.step("resumed_identity", materialize._plan_values(run.folder, shuffle.plan))
-            did = {
-                "units": spec["units"],
-                "reads": materialize.shuffle_pass(run, shuffle, spec["units"]),
-            }
+            reads, copies = materialize.shuffle_pass(run, shuffle, spec["units"])
+            did = {"units": spec["units"], "reads": reads, "copies": copies}
+        elif spec["kind"] == KEY_FACTS_TASK:
+            materialize.write_key_facts(run, spec["values"], Path(spec["shuffle"]), spec["unit"])
+            did = {"unit": spec["unit"]}
         elif spec["kind"] == JOIN_TASK:
             materialize._join_slices(run, spec["part"], spec["slices"])
             did = {"index": spec["index"], "written_dirs": sorted(str(folder) for folder in run.written_dirs)}

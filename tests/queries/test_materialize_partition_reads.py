@@ -56,6 +56,40 @@ def test_a_key_many_turns_share_recomputes_only_the_turns_its_findings_name(
     staged.assert_equal_to_live()
 
 
+def test_a_full_build_counts_the_other_units_turns_of_a_shared_key_by_their_facts_not_their_copies(
+    staged: StagedStore, contract_turn: Any
+) -> None:
+    """A full build whose units each hold a turn of one reused key: each unit reads its own turns and the key
+    facts of the others, computed once (a key-fact unit), rather than a copy of every turn of the key, which
+    grew as units x turns of the key. The findings on the key stay those the live views give: one
+    duplicate_commit for the eight executions, and no unbilled call, since one turn's charge covers the
+    key."""
+
+    def hot(turn: str, minute: int, charged: bool = False) -> list[dict]:
+        ids = {"turn": turn, "trace": f"t-{turn}", "session": f"s-{turn}"}
+        return shifted(contract_turn(**ids, key="k-hot", charged=charged), minute * MINUTE_MS)
+
+    turns = [hot(f"h{n}", n * 10, charged=n == 5) for n in range(8)]
+    solo = shifted(contract_turn(turn="solo", trace="t-solo", session="s-solo", key="k-solo"), 85 * MINUTE_MS)
+    staged.send([row for turn in [*turns, solo] for row in turn], at_ms=90 * MINUTE_MS)
+    size = len(solo)
+    assert all(len(turn) == size for turn in turns)
+
+    built = staged.refresh(90 * MINUTE_MS + 1000, full=True, bucket_spans=size)
+    assert built["mode"] == "full" and built["units"] == 9, "a unit for each turn's partition"
+    assert built["key_fact_turns"] == 8 and built["key_fact_units"] >= 1, "the key's turns, not solo"
+    assert built["shuffle_copies"] == 9 * size + 8 * size, "each copy once, the key's turns twice"
+    staged.assert_equal_to_live()
+    assert staged.kinds("h0") == ["duplicate_commit"] and "8 times" in _evidence(staged, "h0")
+    assert not any("unbilled_side_effect" in staged.kinds(f"h{n}") for n in range(8)), "h5's charge counts"
+
+    # the facts the build kept are those a refresh counts: a new turn of the key is recomputed with h0 only
+    staged.send(hot("again", 95), at_ms=96 * MINUTE_MS)
+    again = staged.refresh(96 * MINUTE_MS + 1000, deltas_max=0)
+    assert again["touched_turns"] == 2 and "9 times" in _evidence(staged, "h0")
+    staged.assert_equal_to_live()
+
+
 def test_a_key_charged_nowhere_recomputes_its_unbilled_turns_only_once_a_charge_arrives(
     staged: StagedStore, contract_turn: Any
 ) -> None:
@@ -341,10 +375,11 @@ def test_each_pass_of_a_full_build_reads_only_the_segments_holding_its_units_tra
     monkeypatch.setattr(materialize, "UNITS_PER_PASS", 1)
     built = staged.refresh(65 * MINUTE_MS, full=True, bucket_spans=10)
     assert built["mode"] == "full" and built["units"] == 6
+    assert (built["key_fact_turns"], built["key_fact_units"]) == (2, 1), "t1 and t4 share a key"
     staged.assert_equal_to_live()
     reads, segments_present = built["shuffle_segments_read"], built["segments"]
-    assert len(reads) == 6 and max(reads) < segments_present, "no pass reads every segment"
-    assert sum(reads) < 2 * segments_present, "the passes read the store about once between them"
+    assert len(reads) == 7 and max(reads) < segments_present, "no pass reads every segment"
+    assert sum(reads[1:]) < 2 * segments_present, "the units' passes read the store about once between them"
     assert "unbilled_side_effect" not in staged.kinds("t1"), "t1's charge is read from t4's segment"
     with catalog.connect(staged.dir) as con:
         [(spans, traces)] = con.execute("select spans, traces from turns where turn_id = 't0'").fetchall()

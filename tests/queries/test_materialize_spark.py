@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -58,7 +59,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("spark")
     out = folder / "fleet.jsonl.gz"
     assert main(["simulate", "--sessions", "120", "--seed", "11", "--out", str(out), "--quiet"]) == 0
-    lines = gzip.decompress(out.read_bytes()).splitlines(keepends=True)
+    lines = _share_keys(gzip.decompress(out.read_bytes())).splitlines(keepends=True)
     store = folder / "store"
     store.mkdir()
     shutil.copy(SAMPLE_DATA / "tool_registry.toml", store / "tool_registry.toml")
@@ -66,6 +67,17 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (folder / f"{name}.jsonl").write_bytes(b"".join(half))
         assert main(["ingest", "--store", str(store), "--quiet", str(folder / f"{name}.jsonl")]) == 0
     return store
+
+
+def _share_keys(fleet: bytes, every: int = 8) -> bytes:
+    """The fleet with one idempotency key in place of every `every`-th of its keys: a client reusing a key
+    across sessions, so that turns throughout the store (and so in several units) carry it."""
+    attribute = rb'"turnlens.idempotency_key","value":\{"stringValue":"(\w+)"'
+    keys = list(dict.fromkeys(re.findall(attribute, fleet)))
+    assert len(keys) > 10 * every
+    for key in keys[::every]:
+        fleet = fleet.replace(b'"' + key + b'"', b'"k-reused-across-sessions"')
+    return fleet
 
 
 def build(store: Path, **options: Any) -> dict[str, Any]:
@@ -98,6 +110,10 @@ def test_spark_derives_every_table_row_for_row_as_duckdb_does(
     assert rounded(catalogue_rows(store)) == rounded(live_rows(store))
     tasks = engine.summary()
     assert tasks["unit_tasks"] == on_spark["units"], "one task per unit"
+    # the fleet's turns sharing keys across units: their key facts by tasks of their own, whose files every
+    # unit's task reads (one started before them would fail on a missing file)
+    assert on_spark["key_fact_turns"] == local["key_fact_turns"] > 0
+    assert tasks["key_facts_tasks"] == on_spark["key_fact_units"] == local["key_fact_units"] > 0
     # the identity's chunks, the shuffle (in one batch of units per core) and the join of each sliced
     # partition's slices ran as Spark tasks, not in the driver
     assert tasks["identity_tasks"] == on_spark["identity_chunks"] == 2 and local["identity_chunks"] == 1

@@ -225,6 +225,45 @@ join units as u using (part);
 
 create or replace temp table turnlens_unit_inputs (trace_id varchar, unit integer);
 
+-- step: key_fact_units
+-- the turns whose facts of an idempotency key (key_facts_of) units other than their own count: every turn carrying a
+-- key that turns of two units or more carry. Each is also a turn of a key-fact unit, numbered from $first, of about
+-- $copies stored copies: a unit whose job computes only its turns' key facts (unit_key_facts), before the units that
+-- read them beside their own turns' (unit_job's kept_key_facts), as a refresh reads the kept facts of the turns
+-- it does not recompute. Answers how many turns and key-fact units there are
+insert into turnlens_unit_turns
+with keyed as (
+    select distinct k.idempotency_key, u.session_id, u.turn_id, u.unit
+    from turnlens_all_trace_keys as k
+    join turnlens_all_trace_turns as t using (trace_id)
+    join turnlens_unit_turns as u using (session_id, turn_id)
+),
+
+crossing as (
+    select session_id, turn_id
+    from keyed
+    semi join (
+        select idempotency_key from keyed group by idempotency_key having count(distinct unit) > 1
+    ) using (idempotency_key)
+),
+
+sized as (
+    select session_id, turn_id, sum(spans) as spans
+    from turnlens_all_trace_turns
+    semi join crossing using (session_id, turn_id)
+    group by session_id, turn_id
+),
+
+grouped as (
+    select session_id, turn_id, (sum(spans) over (order by session_id, turn_id) - spans) // $copies as batch
+    from sized
+)
+
+select session_id, turn_id, ($first + dense_rank() over (order by batch) - 1)::integer as unit
+from grouped;
+
+select count(*) as turns, count(distinct unit) as units from turnlens_unit_turns where unit >= $first;
+
 -- step: bucket_seed
 -- a unit's turns and their traces, from the whole store's identity: the seed its input traces are found from (the
 -- same closure a refresh computes, fresh.sql, phase touched)
@@ -237,9 +276,11 @@ select trace_id from turnlens_all_trace_turns semi join turnlens_bucket_turns us
 -- step: unit_inputs
 -- the traces each of the units $units reads, in one pass over the whole store's identity: the closure fresh.sql's phase
 -- touched computes from a seed (turnlens_fresh_input), with every relation carrying the unit whose seed it came from, so
--- that each unit gets the set that phase gives its turns' traces. A copy is new to no unit (a full build reads no new
--- copy), so no turn comes from the copies' own turn ids. One pass, where a query per unit would scan the identity once
--- per unit (units x traces)
+-- that each unit gets the set that phase gives its turns' traces: those traces, the traces linking to them and the
+-- turns of both, and the traces all of these link to. Not the traces of other turns sharing an idempotency key with
+-- them: a unit counts those turns' key facts (key_fact_units), so a key many turns carry throughout the store is not
+-- copied into every unit. A copy is new to no unit (a full build reads no new copy), so no turn comes from the copies'
+-- own turn ids. One pass, where a query per unit would scan the identity once per unit (units x traces)
 insert into turnlens_unit_inputs
 with seed as (
     select a.trace_id, u.unit
@@ -254,12 +295,6 @@ touched as (
     select l.trace_id, s.unit
     from turnlens_all_trace_links as l
     join seed as s on l.linked_trace_id = s.trace_id
-    union
-    select k.trace_id, f.unit
-    from turnlens_all_trace_keys as k
-    join (
-        select distinct k.idempotency_key, s.unit from turnlens_all_trace_keys as k join seed as s using (trace_id)
-    ) as f using (idempotency_key)
 ),
 
 touched_turns as (
@@ -278,41 +313,31 @@ turn_traces as (
     select t.trace_id, x.unit from turnlens_all_trace_turns as t join touched_turns as x using (turn_id)
     union
     select trace_id, unit from touched
-),
-
-keyed as (
-    select trace_id, unit from turn_traces
-    union
-    select k.trace_id, s.unit
-    from turnlens_all_trace_keys as k
-    join (
-        select distinct k.idempotency_key, x.unit from turnlens_all_trace_keys as k join turn_traces as x using (trace_id)
-    ) as s using (idempotency_key)
 )
 
-select trace_id, unit from keyed
+select trace_id, unit from turn_traces
 union
-select l.linked_trace_id, k.unit from turnlens_all_trace_links as l join keyed as k using (trace_id);
+select l.linked_trace_id, t.unit from turnlens_all_trace_links as l join turn_traces as t using (trace_id);
 
 -- step: shuffle
--- one pass over the store for a batch of units (those turnlens_unit_inputs holds): every stored copy of each unit's
--- input traces written to that unit's own files ({{copies_dir}}/unit=<unit>/), with the segment it came from
--- (`filename`, a retried copy's tie-break), and each unit's turns ({{turns_dir}}/unit=<unit>/). A copy a trace of
--- several units needs is written once per unit. Only the units to compute have inputs: a resumed build's finished
--- buckets get no files. The batches' units differ, so each pass adds folders of its own to the same two
--- (overwrite_or_ignore: the folders exist). DuckDB buffers rows per unit before it flushes them: 121 units of 30M
--- spans in one pass ran out of memory
-copy (
-    select c.*, i.unit
-    from span_copies_in({{files}}) as c
-    join turnlens_unit_inputs as i using (trace_id)
-) to {{copies_dir}} (format parquet, compression zstd, partition_by (unit), overwrite_or_ignore);
-
+-- one pass over the store for a batch of units (those turnlens_unit_inputs holds): each unit's turns
+-- ({{turns_dir}}/unit=<unit>/), and every stored copy of each unit's input traces written to that unit's own files
+-- ({{copies_dir}}/unit=<unit>/), with the segment it came from (`filename`, a retried copy's tie-break); the last
+-- statement answers how many copies it wrote. A copy a trace of several units needs is written once per unit. Only
+-- the units to compute have inputs: a resumed build's finished buckets get no files. The batches' units differ, so
+-- each pass adds folders of its own to the same two (overwrite_or_ignore: the folders exist). DuckDB buffers rows
+-- per unit before it flushes them: 121 units of 30M spans in one pass ran out of memory
 copy (
     select session_id, turn_id, unit
     from turnlens_unit_turns
     where unit in (select unit from turnlens_unit_inputs)
 ) to {{turns_dir}} (format parquet, partition_by (unit), overwrite_or_ignore);
+
+copy (
+    select c.*, i.unit
+    from span_copies_in({{files}}) as c
+    join turnlens_unit_inputs as i using (trace_id)
+) to {{copies_dir}} (format parquet, compression zstd, partition_by (unit), overwrite_or_ignore);
 
 -- step: next_units
 -- before the next batch's unit_inputs
@@ -357,7 +382,13 @@ create or replace temp view turnlens_touched_traces as select ''::varchar as tra
 
 create or replace temp view turnlens_touched_turn_ids as select ''::varchar as turn_id where false;
 
-create or replace temp view turnlens_prev_key_facts as select * from turnlens_no_key_facts;
+-- the key facts of the turns of other units sharing a key with this one's (key_fact_units): a relation of the files
+-- unit_key_facts wrote, or turnlens_no_key_facts (a key-fact unit's own job, a build without such keys)
+create or replace temp view turnlens_prev_key_facts as select * from {{kept_key_facts}};
+
+-- step: unit_key_facts
+-- a key-fact unit's result (key_fact_units): the facts of its turns' keys, computed as their own unit computes them
+select * from turnlens_fresh_key_facts;
 
 -- step: seeded_fresh_traces
 -- a full build's touched traces start from its seed; the identity tables are whole already (nothing is new)
