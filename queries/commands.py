@@ -111,6 +111,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="fold the deltas into the partitions' files now (a refresh folds them once they pile up)",
     )
+    mat.add_argument(
+        "--fold-after",
+        type=int,
+        default=materialize.DEFAULT_DELTAS_MAX,
+        metavar="N",
+        help="fold the deltas into the partitions' files once more than N are named; a loop (--every) folds"
+        " beside its refreshes (default %(default)s)",
+    )
     mat.add_argument("--json", action="store_true", help="print what each run did as one JSON line")
     mat.add_argument("--quiet", action="store_true", help="print nothing on success")
     mat.add_argument(
@@ -427,6 +435,9 @@ def _materialize_once(
     if args.refresh_copies < 1:
         print("turnlens materialize: --refresh-copies must be at least 1", file=sys.stderr)
         return 2
+    if args.fold_after < 0:
+        print("turnlens materialize: --fold-after must be 0 or more", file=sys.stderr)
+        return 2
     try:
         # an unreadable segment is moved aside rather than freezing the snapshot
         summary = quarantine.retrying(
@@ -443,7 +454,7 @@ def _materialize_once(
                 engine=engine,
                 bucket_spans=args.bucket_spans,
                 refresh_copies_max=args.refresh_copies,
-                deltas_max=0 if args.fold else materialize.DEFAULT_DELTAS_MAX,
+                deltas_max=0 if args.fold else args.fold_after,
                 bootstrap=args.every is not None,  # a loop's first run on a small store: readable sooner
                 beside=beside,
             ),

@@ -111,7 +111,8 @@ FOLD_SPILL_DIR = ".fold-spill"  # where its connection spills (its own: DuckDB's
 # the CPU priority of the fold beside a loop's refreshes (its thread's nice value): bulk work that may wait,
 # as compaction (collector/maintenance.py), so the refreshes (nice 3 under the collector) get the cores first
 FOLD_NICE = 10
-# a loop's refresh folds in line, waiting for a fold beside it, once this many deltas are named
+# a loop's refresh folds in line, waiting for a fold beside it, once this many deltas are named (or twice its
+# `deltas_max`, when that is larger)
 DELTAS_HARD_MAX = 2 * DEFAULT_DELTAS_MAX
 # stored copies a full build resolves each trace's identity over at once (whole_store_identity), past which it
 # does so a chunk of the traces at a time (10M at once peaked at 1.4 GB with a 1 GB limit; 30M ran out)
@@ -1103,7 +1104,7 @@ def _refresh(
     if fold and beside is not None:
         # in line what must be whole when the run ends: before a roll-up, after retention, or when the deltas
         # outgrew the fold beside (the same rows, for the partitions it has not folded)
-        if bool(gone) or roll_up or len(manifest.deltas) > DELTAS_HARD_MAX:
+        if bool(gone) or roll_up or len(manifest.deltas) > max(DELTAS_HARD_MAX, 2 * deltas_max):
             manifest, waited, waited_took = beside.merge(run, manifest, wait=True)
             folded, took = folded + waited, waited_took or took
             fold = bool(manifest.deltas)

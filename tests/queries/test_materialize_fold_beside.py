@@ -215,18 +215,19 @@ def test_a_fold_whose_process_was_killed_leaves_no_file(staged: StagedStore, con
 def test_a_loop_stopped_while_it_folds_beside_exits_cleanly_and_leaves_nothing(
     staged: StagedStore, contract_turn: Any
 ) -> None:
-    # a turn two minutes ago (a recent minute partition: no roll-up is due), exported 26 times: 25 deltas
+    # a turn two minutes ago (a recent minute partition: no roll-up is due), exported four times: 3 deltas
     ago = int(time.time() * 1000) - T0_MS - 2 * MINUTE_MS
     turn = shifted(contract_turn(turn="t", key="k-t", trace="tt", session="s-t"), ago)
     staged.send(turn, at_ms=ago + 1000)
     staged.refresh(ago + 1100, deltas_max=100)
-    for n in range(materialize.DEFAULT_DELTAS_MAX + 1):
+    for n in range(3):
         staged.send(turn, at_ms=ago + 2000 + 100 * n)
         staged.refresh(ago + 2050 + 100 * n, deltas_max=100)
 
-    # the collector's loop: its first run finds the deltas past the default and folds beside its refreshes
+    # the collector's loop, folding past two deltas: its first run finds more and folds beside its refreshes
     loop = subprocess.Popen(
-        [sys.executable, "-m", "turnlens.cli", "materialize", "--store", str(staged.dir), "--every", "0.05"],
+        [sys.executable, "-m", "turnlens.cli", "materialize", "--store", str(staged.dir), "--every", "0.05"]
+        + ["--fold-after", "2"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
