@@ -414,7 +414,7 @@ def main() -> int:
             "full_build_peak_rss_mb": full["peak_rss_mb"],
             "full_build_step_s": full["step_seconds"],
             "full_build_step_cpu_s": full["step_cpu_seconds"],
-            # the units, the turns whose key facts other units count, and the copies the shuffle wrote for them
+            # the units, the turns whose key facts other units count, the copies the shuffle wrote for them
             "full_build_units": full.get("units"),
             "full_build_key_fact_turns": full.get("key_fact_turns"),
             "full_build_shuffle_copies": full.get("shuffle_copies"),
