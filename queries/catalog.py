@@ -267,8 +267,10 @@ def write_catalog(store_dir: Path, segments_glob: str, queries_dir: Path = QUERI
     """Builds `store_dir/turnlens.duckdb` under a temporary name and renames it into place.
 
     Settings and the tool registry are read from the store folder here, so a change to either takes
-    effect the next time the catalog is written (`turnlens views --store DIR --rebuild`).
+    effect the next time the catalog is written (`turnlens views --store DIR --rebuild`). The files its views
+    read are named by absolute paths, whatever folder `store_dir` is relative to: readers open it from theirs.
     """
+    store_dir = store_dir.resolve()
     store_dir.mkdir(parents=True, exist_ok=True)
     leases.ensure_lock_file(store_dir)
     quarantine.ensure_log(Path(segments_glob).parent.parent)  # quarantined_segments reads it

@@ -611,6 +611,7 @@ def materialize(
     Raises MaterializeBusy when another process holds the store's derived-state lock.
     """
     started, cpu = time.perf_counter(), run_cpu()
+    store_dir = store_dir.resolve()  # the catalogue names its files absolute: readers open it from any folder
     TIMINGS.clear()
     CPU_TIMINGS.clear()
     watermark = (now_ns if now_ns is not None else time.time_ns()) - int(margin_s * 1e9)
@@ -1260,10 +1261,10 @@ class FoldBeside:
     def __init__(
         self, store_dir: Path, segments_glob: str, memory_limit: str | None, spill_dir: Path | None
     ) -> None:
-        self.store_dir = store_dir
+        self.store_dir = store_dir.resolve()  # as materialize's: the files a fold writes are named absolute
         self.segments_glob = segments_glob
         self.memory_limit = memory_limit
-        self.spill_base = (spill_dir or store_dir / DERIVED_DIR) / FOLD_SPILL_DIR
+        self.spill_base = (spill_dir or self.store_dir / DERIVED_DIR) / FOLD_SPILL_DIR
         self.base: Manifest | None = None  # the manifest being folded, None when no fold is under way
         self.version = 0  # the version the fold's files take: the loop's next refresh takes a later one
         self.parts: list[str] = []

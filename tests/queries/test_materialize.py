@@ -242,6 +242,22 @@ def test_a_snapshot_of_other_inputs_is_not_used(sample_copy: Path) -> None:
     assert rounded(catalogue_rows(store)) == rounded(live_rows(store))
 
 
+def test_a_store_named_by_a_relative_path_is_read_from_any_folder(
+    sample_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`turnlens materialize --store ./data` run in one folder, the dashboard or an analyst in another: the
+    catalogue names the derived files by their absolute paths, as it names the segments."""
+    monkeypatch.chdir(sample_copy.parent)
+    assert main(["materialize", "--store", sample_copy.name, "--margin", "0", "--quiet"]) == 0
+    assert main(["views", "--store", f"./{sample_copy.name}", "--rebuild"]) == 0
+    monkeypatch.chdir(SAMPLE_DATA)
+    with catalog.connect(sample_copy) as con:
+        [(turns,)] = con.execute("select count(*) from turns").fetchall()
+        assert con.execute("select partitions, complete from turnlens_snapshot").fetchall() == [(1, True)]
+    assert turns > 0
+    assert rounded(catalogue_rows(sample_copy)) == rounded(live_rows(sample_copy))
+
+
 def test_a_second_materialiser_is_refused_while_one_runs(tmp_path: Path) -> None:
     store = tmp_path / "store"
     with materialize._lock(store), pytest.raises(materialize.MaterializeBusy):
