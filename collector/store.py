@@ -120,7 +120,7 @@ class Store:
         grace_s: float = compaction.DEFAULT_GRACE_S,
         clock: Clock = time.time,
     ) -> None:
-        self.root = Path(root).resolve()
+        self.root = layout.check_store_path(root)  # before anything is written there
         self.writer_id = writer_id or default_writer_id()
         if not _WRITER_ID.match(self.writer_id):
             raise ValueError(f"writer_id may hold only letters, digits, '_', '.', '-': {self.writer_id!r}")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from turnlens import __version__
+from turnlens.kernel import layout
 
 # Each module exposes `register(subparsers)`, adding its subcommands with `set_defaults(func=...)`;
 # `func(args)` returns the process exit code. Listed here once so `turnlens --help` shows them in order.
@@ -57,7 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        if getattr(args, "store", None):
+            layout.check_store_path(args.store)
+        return int(args.func(args) or 0)
+    except layout.StorePathError as exc:  # --store, or a store a command was configured with (TURNLENS_STORE)
+        print(f"turnlens {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -67,3 +67,22 @@ def test_ingesting_the_same_file_twice_counts_spans_once(tmp_path: Path) -> None
 def test_a_missing_file_fails_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["ingest", "--store", str(tmp_path / "store"), str(tmp_path / "nope.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("folder", ["run[1]", "team?", "all*"])
+def test_a_store_folder_whose_path_is_a_pattern_is_refused_before_anything_is_written(
+    tmp_path: Path, folder: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB reads every file path as a pattern: a store in `run[1]/` found none of its own segments (the
+    catalogue failed with "No files found", a traceback), one in `team?/` would read `teamb/`'s too."""
+    path = write_jsonl(tmp_path / "t.jsonl", [s.to_otlp_json(s.simple_request(3, seed=5))])
+    store = tmp_path / folder
+    assert cli.main(["ingest", "--store", str(store), "--quiet", str(path)]) == 2
+    assert "cannot hold a store" in capsys.readouterr().err
+    monkeypatch.setenv("TURNLENS_STORE", str(store))  # a store the collector is configured with
+    assert cli.main(["ingest", "--quiet", str(path)]) == 2
+    assert "cannot hold a store" in capsys.readouterr().err
+    for command in (["materialize"], ["query", "select 1"], ["dashboard"], ["alerts", "run"]):
+        assert cli.main([*command, "--store", str(store)]) == 2, command
+        assert "Choose a folder whose path has no [, * or ?" in capsys.readouterr().err
+    assert not store.exists()
