@@ -382,9 +382,13 @@ create or replace temp view turnlens_touched_traces as select ''::varchar as tra
 
 create or replace temp view turnlens_touched_turn_ids as select ''::varchar as turn_id where false;
 
--- the key facts of the turns of other units sharing a key with this one's (key_fact_units): a relation of the files
--- unit_key_facts wrote, or turnlens_no_key_facts (a key-fact unit's own job, a build without such keys)
-create or replace temp view turnlens_prev_key_facts as select * from {{kept_key_facts}};
+-- the key facts of the turns of other units sharing a key with this one's (key_fact_units): of a relation of the files
+-- unit_key_facts wrote, or turnlens_no_key_facts (a key-fact unit's own job, a build without such keys), the keys
+-- this unit's traces carry (bound where the findings read it: the keyed traces are held by then). Every key-fact
+-- file whole, each unit would read the facts of every turn whose key crosses units, however many
+create or replace temp view turnlens_prev_key_facts with (defer_binding) as
+select * from {{kept_key_facts}}
+semi join (select idempotency_key from turnlens_fresh_keyed_traces) using (idempotency_key);
 
 -- step: unit_key_facts
 -- a key-fact unit's result (key_fact_units): the facts of its turns' keys, computed as their own unit computes them
