@@ -1042,42 +1042,48 @@ def _refresh(
         "previous_index_traces_files": sql_list(previous.chunk_files("traces")),
         "gone_segments": sql_list(gone),
     }
-    run.step("no_key_flips")
-    rounds = 0
-    while True:  # once, unless a key's charges or commits changed findings of turns it kept (key_flips)
-        rounds += 1
-        read_parts = _touched(run, previous, values)
-        # the segments the index names for the input traces: from each chunk's run, or for a chunk an older
-        # turnlens wrote without one (until a merge replaces it) from a scan of its file
-        with _timed("input_files"):
-            traces = identity_index.hashes(run.con, "select trace_id from turnlens_fresh_input")
-            named = [
-                identity_index.chunk_files_of(index.chunk_run_file(chunk), chunk_lists[chunk], traces)
-                for chunk in chunks
-                if index.chunk_run_file(chunk).exists()
-            ]
-        unrun = [chunk for chunk in chunks if not index.chunk_run_file(chunk).exists()]
-        if unrun:
-            listed = {"index_traces_files": sql_list(replace(index, chunks=unrun).chunk_files("traces"))}
-            named.append({file for (file,) in run.step("input_files", values | listed).fetchall()})
-        input_files = sorted(set().union(*named))
-        unindexed = set(present) - set(newest_copy)
-        values["input_files"] = sql_list(
-            read_order((set(input_files) & set(present)) | unindexed, run.placeholder)
-        )
-        run.fresh_phase("recompute", values, HELD_RECOMPUTED)
-        flips = [turn for (turn,) in run.step("key_flips").fetchall()]
-        if not flips:
-            break
-        run.con.execute("insert into turnlens_key_flip_turns select unnest($t::varchar[])", {"t": flips})
-    if read_parts is not None:  # the partitions holding previous rows of the replaced turns are read too
-        replaced_turns = identity_index.hashes(run.con, "select turn_id from turnlens_replaced_turns")
-        holding = identity_index.lookup(previous, {"turn": replaced_turns})
-        if not holding <= read_parts:
-            read_parts |= holding
-            _read_identity(run, previous, read_parts)
-    touched = {part for (part,) in run.step("touched_parts").fetchall()}
-    [(replaced,)] = run.con.execute("select count(*) from turnlens_replaced_turns").fetchall()
+    replaced, touched, input_files, rounds, input_copies = 0, set(), [], 0, 0
+    read_parts: set[str] | None = set()
+    # no copy to take and no segment gone: no turn's rows can change, and the recomputation of nothing would
+    # still cost a run ~0.4 CPU s of planning (half a core for a loop on a store nobody sends to); the state
+    # is published as it stands, with the run's watermark
+    if taken or gone:
+        run.step("no_key_flips")
+        while True:  # once, unless a key's charges or commits changed findings of turns it kept (key_flips)
+            rounds += 1
+            read_parts = _touched(run, previous, values)
+            # the segments the index names for the input traces: from each chunk's run, or for a chunk an
+            # older turnlens wrote without one (until a merge replaces it) from a scan of its file
+            with _timed("input_files"):
+                traces = identity_index.hashes(run.con, "select trace_id from turnlens_fresh_input")
+                named = [
+                    identity_index.chunk_files_of(index.chunk_run_file(chunk), chunk_lists[chunk], traces)
+                    for chunk in chunks
+                    if index.chunk_run_file(chunk).exists()
+                ]
+            unrun = [chunk for chunk in chunks if not index.chunk_run_file(chunk).exists()]
+            if unrun:
+                listed = {"index_traces_files": sql_list(replace(index, chunks=unrun).chunk_files("traces"))}
+                named.append({file for (file,) in run.step("input_files", values | listed).fetchall()})
+            input_files = sorted(set().union(*named))
+            unindexed = set(present) - set(newest_copy)
+            values["input_files"] = sql_list(
+                read_order((set(input_files) & set(present)) | unindexed, run.placeholder)
+            )
+            run.fresh_phase("recompute", values, HELD_RECOMPUTED)
+            flips = [turn for (turn,) in run.step("key_flips").fetchall()]
+            if not flips:
+                break
+            run.con.execute("insert into turnlens_key_flip_turns select unnest($t::varchar[])", {"t": flips})
+        if read_parts is not None:  # the partitions holding previous rows of the replaced turns are read too
+            replaced_turns = identity_index.hashes(run.con, "select turn_id from turnlens_replaced_turns")
+            holding = identity_index.lookup(previous, {"turn": replaced_turns})
+            if not holding <= read_parts:
+                read_parts |= holding
+                _read_identity(run, previous, read_parts)
+        touched = {part for (part,) in run.step("touched_parts").fetchall()}
+        [(replaced,)] = run.con.execute("select count(*) from turnlens_replaced_turns").fetchall()
+        input_copies = run.held_rows["turnlens_fresh_stored"]
     deltas = list(previous.deltas)
     if touched:
         tables = run.write_delta()
@@ -1140,7 +1146,7 @@ def _refresh(
         "identity_partitions_read": len(previous.partitions) if read_parts is None else len(read_parts),
         "buckets": 1,
         "new_copies": taken,
-        "input_copies": run.held_rows["turnlens_fresh_stored"],
+        "input_copies": input_copies,
         "backlog_copies": waiting,
         "key_rounds": rounds,
     }
