@@ -339,9 +339,10 @@ _RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): ")
 def run_task(spec: dict[str, Any]) -> dict[str, Any]:
     """One task on an executor, on a DuckDB connection of its own: a shuffle task writes the input files of
     its batch of units (materialize.shuffle_pass, the whole store's identity read from the build's first
-    pass); a unit task (a bucket, or one slice of it) runs the local build's statements over its unit's files
-    in the shuffle folder only and writes the bucket's partition files (a slice's files when sliced). Returns
-    what it did."""
+    pass); a key-fact task computes its unit's key facts from the unit's files (materialize.write_key_facts);
+    a unit task (a bucket, or one slice of it) runs the local build's statements over its unit's files and
+    the key facts in the shuffle folder only and writes the bucket's partition files (a slice's files when
+    sliced). Returns what it did."""
     started = time.perf_counter()
     store = Path(spec["store"])
     materialize.TIMINGS.clear()
