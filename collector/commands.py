@@ -13,7 +13,6 @@ from turnlens.collector import compaction, quarantine
 from turnlens.collector import settings as collector_settings
 from turnlens.collector.compaction import CompactionBusy
 from turnlens.collector.store import PrepareStore, Store
-from turnlens.kernel import layout
 from turnlens.kernel.durations import parse_seconds
 
 
@@ -54,12 +53,7 @@ def _store_dir(args: argparse.Namespace) -> Path:
 
 
 def store_path_problem(root: Path) -> str | None:
-    """Why `root` cannot be a store folder (its path is a pattern to DuckDB, or it or a folder the store needs
-    in it is a file); else None."""
-    try:
-        layout.check_store_path(root)
-    except layout.StorePathError as exc:
-        return str(exc)
+    """Why `root` cannot be a store folder (it, or a folder the store needs in it, is a file); else None."""
     for path in (root, root / "segments", root / "derived"):
         if path.exists() and not path.is_dir():
             return f"{path} is a file, not a folder; --store names the store's folder"

@@ -1872,9 +1872,8 @@ def write_key_facts(run: _Run, values: dict[str, str], shuffle: Path, unit: int)
     units compute them, into `facts/unit=<n>.parquet` of the shuffle folder, which the units read
     (Shuffle.kept_key_facts); its input copies go once it is done."""
     _compute_bucket(run, values | {"kept_key_facts": "turnlens_no_key_facts"}, shuffle, unit, FACTS_HELD)
-    target = Shuffle.facts_file(shuffle, unit)
-    run.copy(run.steps["unit_key_facts"], target, step="write key facts")
-    run.written_dirs.discard(target.parent)  # no manifest names it: the shuffle folder goes with the build
+    target = catalog.sql_string(str(Shuffle.facts_file(shuffle, unit)))
+    run.step("unit_key_facts", {"target": target}, timed_as="write key facts")
     _remove_tree(shuffle / "copies" / f"unit={unit}")
 
 

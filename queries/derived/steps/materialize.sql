@@ -391,8 +391,9 @@ select * from {{kept_key_facts}}
 semi join (select idempotency_key from turnlens_fresh_keyed_traces) using (idempotency_key);
 
 -- step: unit_key_facts
--- a key-fact unit's result (key_fact_units): the facts of its turns' keys, computed as their own unit computes them
-select * from turnlens_fresh_key_facts;
+-- a key-fact unit's result (key_fact_units): the facts of its turns' keys, computed as their own unit computes them,
+-- written beside the shuffle's files ({{target}}), which no manifest names
+copy (select * from turnlens_fresh_key_facts) to {{target}} (format parquet, compression zstd);
 
 -- step: seeded_fresh_traces
 -- a full build's touched traces start from its seed; the identity tables are whole already (nothing is new)
