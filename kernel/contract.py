@@ -80,6 +80,11 @@ EVENT_NAMES: Final = (
 
 # --- other conventions the layer inference reads --------------------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+# the GenAI operations of the agent runtime: its model calls, its agents and the workflows above them (ADK's
+# `invoke_workflow` span is the root of each of its runs). A tuple: a hostile value may be a list, unhashable.
+RUNTIME_OPERATIONS: Final = (
+    "chat", "text_completion", "generate_content", "invoke_agent", "create_agent", "invoke_workflow"
+)
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
 OPENINFERENCE_TOOL_NAME: Final = "tool.name"
 SERVER_ADDRESS: Final = "server.address"
@@ -124,7 +129,7 @@ def infer_layer(span_kind: str, attributes: Mapping[str, Any]) -> str | None:
     operation = attributes.get(GEN_AI_OPERATION_NAME)
     if operation == "execute_tool" or attributes.get(OPENINFERENCE_SPAN_KIND) == "TOOL":
         return "tool"
-    if operation in ("chat", "invoke_agent", "create_agent", "text_completion", "generate_content"):
+    if operation in RUNTIME_OPERATIONS:
         return "runtime"
     if attributes.get(OPENINFERENCE_SPAN_KIND) in ("AGENT", "LLM", "CHAIN"):
         return "runtime"

@@ -157,14 +157,13 @@ create or replace macro framework_layer(attributes) as (
     end
 );
 
--- is_run_span(attributes): an agent run: GenAI invoke_agent, OpenInference AGENT, Traceloop workflow / agent, ADK's
--- invocation (gcp.vertex.agent.invocation_id).
+-- is_run_span(attributes): an agent run: GenAI invoke_agent (ADK's agents among them), OpenInference AGENT,
+-- Traceloop workflow / agent. Not ADK's gcp.vertex.agent.invocation_id: ADK writes it on its model calls.
 create or replace macro is_run_span(attributes) as (
     coalesce(
         json_extract_string(attributes, '$."gen_ai.operation.name"') = 'invoke_agent'
         or json_extract_string(attributes, '$."openinference.span.kind"') = 'AGENT'
-        or json_extract_string(attributes, '$."traceloop.span.kind"') in ('workflow', 'agent')
-        or json_extract_string(attributes, '$."gcp.vertex.agent.invocation_id"') is not null,
+        or json_extract_string(attributes, '$."traceloop.span.kind"') in ('workflow', 'agent'),
         false
     )
 );
@@ -228,13 +227,13 @@ trace_identity as (  -- where the spans of one trace disagree, the outermost spa
 ),
 
 run_candidates as (  -- agent runs below the root of traces naming no turn: GenAI invoke_agent, OpenInference AGENT,
-    -- Traceloop workflow / agent, ADK's invocation (a cheap text test first: most spans are none)
+    -- Traceloop workflow / agent (a cheap text test first: most spans are none)
     select s.trace_id, s.span_id, s.parent_span_id
     from unique_spans as s
     anti join (select trace_id from trace_identity where turn_id is not null) as named using (trace_id)
     where s.parent_span_id is not null
         and (contains(s.attributes, 'invoke_agent') or contains(s.attributes, 'AGENT')
-            or contains(s.attributes, 'traceloop.span.kind') or contains(s.attributes, 'invocation_id'))
+            or contains(s.attributes, 'traceloop.span.kind'))
         and is_run_span(s.attributes)
 ),
 

@@ -752,6 +752,37 @@ def test_a_stream_cut_short_is_an_inferred_cancel_with_unknown_ack(kit: Any) -> 
     assert ("cancel_not_propagated",) not in kinds  # what an inferred cancel reached is unknown, not missing
 
 
+def test_adk_model_calls_are_not_agent_runs(kit: Any) -> None:
+    """ADK's spans of one invocation: a workflow root, its agent, and model calls carrying the invocation's id
+    (`gcp.vertex.agent.invocation_id`). A model call has no child span; read as an agent run it would be a run
+    whose model call never ended, and every ADK turn a cancelled one."""
+    f = dict(session=None, turn=None, trace="adk", node="app")
+    conversation = {c.GEN_AI_CONVERSATION_ID: "s-adk"}
+    model = {
+        **conversation,
+        c.GEN_AI_OPERATION_NAME: "generate_content",
+        "gcp.vertex.agent.invocation_id": "e-1",
+        c.FINISH_REASONS: ["stop"],
+        "gen_ai.usage.input_tokens": 20,
+        "gen_ai.usage.output_tokens": 10,
+    }
+    tool = {c.GEN_AI_OPERATION_NAME: "execute_tool", c.TOOL_NAME: "send_email", c.TOOL_CALL_ID: "call-1"}
+    con = kit.store([
+        kit.span("invoke_workflow assistant", 0, 1000, span_id="workflow", **f,
+                 attrs={**conversation, c.GEN_AI_OPERATION_NAME: "invoke_workflow"}),
+        kit.span("invoke_agent assistant", 5, 990, span_id="agent", parent="workflow", **f,
+                 attrs={**conversation, c.GEN_AI_OPERATION_NAME: "invoke_agent"}),
+        kit.span("generate_content m", 10, 200, span_id="ask", parent="agent", **f, attrs=model),
+        kit.span("execute_tool send_email", 210, 300, span_id="tool", parent="agent", **f, attrs=tool),
+        kit.span("generate_content m", 310, 900, span_id="answer", parent="agent", **f, attrs=model),
+    ], registry_toml='[tools.send_email]\ntier = "soft_irreversible"\n')
+    assert con.execute("select session_id, status, layers from turns").fetchall() == [
+        ("s-adk", "completed", ["runtime", "tool"])
+    ]
+    assert con.execute("select count(*) from cancel_acks").fetchall() == [(0,)]
+    assert con.execute("select kind from divergences").fetchall() == [("missing_idempotency_key",)]
+
+
 def test_a_tool_span_without_call_id_takes_the_id_the_model_requested(kit: Any) -> None:
     con = kit.store(_framework_turn(kit, "ids", last_chat_finish=["stop"]))
     ledger = con.execute(
