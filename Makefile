@@ -3,9 +3,12 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+ADK_VENV := .venv-adk
+ADK_STAMP := $(ADK_VENV)/.installed
+ADK_CONSTRAINTS := tests/frameworks/adk-constraints.txt
 STORE ?= ./turnlens-data
 
-.PHONY: install lock demo test test-fast lint docs sample bench fuzz browser java redis clean
+.PHONY: install lock demo test test-fast lint docs sample bench fuzz browser java redis adk clean
 
 install: $(STAMP)
 
@@ -33,10 +36,20 @@ java:
 redis:
 	bash scripts/install-redis.sh
 
+# Google ADK for its framework test, in an environment of its own: ADK pins an older OpenTelemetry than the
+# project's, and a real application runs its agents in its own process anyway (tests/frameworks/run_adk.py).
+adk: $(ADK_STAMP)
+
+$(ADK_STAMP): $(ADK_CONSTRAINTS)
+	test -x $(ADK_VENV)/bin/python || $(PY) -m venv $(ADK_VENV)
+	$(ADK_VENV)/bin/pip install --quiet --upgrade pip
+	$(ADK_VENV)/bin/pip install --quiet -c $(ADK_CONSTRAINTS) google-adk litellm opentelemetry-exporter-otlp-proto-http
+	touch $(ADK_STAMP)
+
 demo: install
 	$(BIN)/turnlens demo --store $(STORE)
 
-test: install browser java redis lint
+test: install browser java redis adk lint
 	$(BIN)/python -m pytest
 
 test-fast: install
@@ -68,4 +81,4 @@ fuzz: install
 	$(BIN)/python bench/fuzz_values.py --requests $(FUZZ_REQUESTS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(ADK_VENV) build *.egg-info .pytest_cache

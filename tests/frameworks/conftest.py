@@ -1,8 +1,8 @@
 """Framework tests: a real framework in its own process, a mock OpenAI server and a real `turnlens collect`.
 
 `framework_store("run_x.py")` starts the mock model server and a collector, runs the scenario program against
-both (it exports over OTLP/HTTP), stops the collector so every span is flushed and the per-turn views cover
-them, and returns the store.
+both (it exports over OTLP/HTTP; in this environment, or in another's `python=`), stops the collector so
+every span is flushed and the per-turn views cover them, and returns the store.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def framework_store(tmp_path: Path) -> Iterator[Callable[[str], FrameworkRun]]:
     collectors: list[otlp_samples.CollectorProcess] = []
     runs: list[FrameworkRun] = []
 
-    def run(script: str) -> FrameworkRun:
+    def run(script: str, python: Path = Path(sys.executable)) -> FrameworkRun:
         store = tmp_path / "store"
         store.mkdir()
         (store / "tool_registry.toml").write_text(REGISTRY)
@@ -35,7 +35,7 @@ def framework_store(tmp_path: Path) -> Iterator[Callable[[str], FrameworkRun]]:
             # the program imports its framework while the collector starts (it waits for the port to open)
             program = subprocess.Popen(
                 [
-                    sys.executable,
+                    str(python),
                     str(HERE / script),
                     "--otlp",
                     f"http://{collector.http}",

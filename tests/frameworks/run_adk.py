@@ -1,0 +1,71 @@
+"""Google's Agent Development Kit (ADK): its own OpenTelemetry spans, exported over OTLP/HTTP.
+
+ADK traces through the global tracer provider (`gcp.vertex.agent`) with no instrumentor to install: the
+application sets its provider, as ADK's docs show for any OTLP backend. The model is LiteLLM's OpenAI client
+on the mock server (ADK's `LiteLlm`), and each harness session is an ADK session of the same id, which ADK
+writes as `gen_ai.conversation.id`. This program runs in its own environment (ADK pins an older
+OpenTelemetry than the project's; `make install` builds it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import scenario_harness as harness
+from opentelemetry import trace
+
+
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+def send_email(to: str, body: str) -> str:
+    """Sends an e-mail."""
+    return f"sent to {to}"
+
+
+def main() -> None:
+    # LiteLLM fetches its model price list from GitHub when imported; offline, it reads its bundled copy
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    endpoints = harness.parse_endpoints()
+    provider = harness.tracer_provider(endpoints, "adk-app")
+    trace.set_tracer_provider(provider)
+    # imported here, after the variable above: LiteLLM reads it when ADK imports it
+    from google.adk.agents import LlmAgent
+    from google.adk.agents.run_config import RunConfig, StreamingMode
+    from google.adk.models.lite_llm import LiteLlm
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    agent = LlmAgent(
+        name="assistant",
+        instruction="Help the user.",
+        model=LiteLlm(model="openai/mock-model", api_base=endpoints.openai, api_key="sk-test"),
+        tools=[get_weather, send_email],
+    )
+    runner = InMemoryRunner(agent=agent, app_name="adk-app")
+    sessions: set[str] = set()
+
+    async def ask(session: str, prompt: str) -> object:
+        if session not in sessions:
+            await runner.session_service.create_session(
+                app_name="adk-app", user_id="user", session_id=session
+            )
+            sessions.add(session)
+        streaming = StreamingMode.SSE if prompt == harness.LONG else StreamingMode.NONE
+        message = types.Content(role="user", parts=[types.Part(text=prompt)])
+        config = RunConfig(streaming_mode=streaming)
+        async for _ in runner.run_async(
+            user_id="user", session_id=session, new_message=message, run_config=config
+        ):
+            pass
+        return None
+
+    asyncio.run(harness.run_sessions(ask))
+    provider.shutdown()
+
+
+if __name__ == "__main__":
+    main()

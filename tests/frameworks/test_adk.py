@@ -1,0 +1,32 @@
+"""Google ADK (`google-adk`): its own GenAI spans read as the user meant the turns.
+
+The scenario runs in ADK's environment (`make adk` builds .venv-adk; ADK pins an older OpenTelemetry than the
+project's), as an application would run its agents in a process of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import expectations
+import pytest
+from framework_runs import FrameworkRun
+
+ADK_PYTHON = Path(__file__).resolve().parents[2] / ".venv-adk" / "bin" / "python"
+
+
+@pytest.mark.slow
+def test_adk_turns_read_as_meant(framework_store: Callable[..., FrameworkRun]) -> None:
+    assert ADK_PYTHON.exists(), "ADK's environment is missing: `make adk` builds it (`make test` does)"
+    run = framework_store("run_adk.py", python=ADK_PYTHON)
+    # the stopped stream's model call ended without a finish reason; ADK's model calls, which carry the
+    # invocation's id, are not agent runs of their own (each turn would read as cancelled)
+    assert expectations.assert_reads_as_meant(run) == "inferred.no_finish_reason"
+    # each invocation is a trace of its own under ADK's workflow span, an agent runtime span like its agent's
+    assert run.query(
+        "select count(distinct trace_id), count(*) filter (where layer is null) from spans"
+    ) == [(4, 0)]
+    assert run.query(
+        "select distinct layer from spans where name like 'invoke_workflow %'"
+    ) == [("runtime",)]
