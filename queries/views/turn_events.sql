@@ -27,7 +27,8 @@
 --   tool_call_id: gen_ai.tool.call.id (of the event, else of its span; OpenInference's tool_call.id); a framework tool
 --     span without one takes the id of the call the model requested for that tool in the turn (the n-th run of a
 --     tool the n-th request of it: llm.output_messages...tool_call.id, gen_ai.output.messages), else its span_id.
---   tool_name: gen_ai.tool.name, else OpenInference tool.name.
+--     None on ADK's span around a batch of parallel calls (tool '(merged tools)'): each call has its own span.
+--   tool_name: gen_ai.tool.name, else OpenInference tool.name (none on ADK's batch span).
 --   idempotency_key: turnlens.idempotency_key.
 --   tier: turnlens.tool.tier as the span says it (the registry fills gaps later, in side_effects).
 --   dispatch: turnlens.tool.dispatch (eager / speculative).
@@ -370,8 +371,13 @@ clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by
             span_clock_hlc(span_hlc, wall_ns, start_time_unix_nano),
             (wall_ns // 1000000) << 16
         ) as order_hlc,
-        coalesce(own."gen_ai.tool.call.id", inherited_call_id, inherited_oi_call_id) as named_call_id,
-        coalesce(own."gen_ai.tool.name", own."tool.name", inherited_tool_name, inherited_oi_tool_name) as any_tool_name
+        -- ADK's span around a batch of parallel tool calls names the placeholder tool '(merged tools)' and the
+        -- batch's event id as its call: each call of the batch has its own span, so it is no call of its own
+        case when inherited_tool_name is distinct from '(merged tools)' then
+            coalesce(own."gen_ai.tool.call.id", inherited_call_id, inherited_oi_call_id) end as named_call_id,
+        case when inherited_tool_name is distinct from '(merged tools)' then
+            coalesce(own."gen_ai.tool.name", own."tool.name", inherited_tool_name, inherited_oi_tool_name) end
+            as any_tool_name
     from all_rows
 ),
 

@@ -2,7 +2,8 @@
 
 It answers /v1/chat/completions (and /chat/completions) from the last user message, the way a real model would
 answer the test conversations: a greeting, a weather lookup through a tool call, a long answer streamed slowly
-enough for the client to cancel half-way, and an e-mail sent through a tool call. Answers carry `usage`
+enough for the client to cancel half-way, and an e-mail sent through a tool call (both calls at once, in one
+answer, when the message asks for both). Answers carry `usage`
 (in the last chunk when streamed) so the frameworks have token counts to report.
 """
 
@@ -44,14 +45,15 @@ def _has_tool_result(messages: list[dict[str, Any]]) -> bool:
 
 
 def plan_answer(request: dict[str, Any]) -> dict[str, Any]:
-    """The model's answer: {"text": ...} or {"tool": (name, arguments, call id)}; "slow" streams it slowly."""
+    """The model's answer: {"text": ...} or {"tools": [(name, arguments, call id), ...]}; "slow" streams it
+    slowly."""
     messages = request.get("messages", [])
     text = _last_user_text(messages).lower()
     tool_names = {t.get("function", {}).get("name") for t in request.get("tools") or []}
     wants_final_tool = "final_answer" in tool_names  # smolagents' tool-calling agent answers through a tool
-    for word, (tool, arguments, call_id) in TOOL_CALLS.items():
-        if word in text and not _has_tool_result(messages):
-            return {"tool": (tool, arguments, call_id)}
+    calls = [call for word, call in TOOL_CALLS.items() if word in text]
+    if calls and not _has_tool_result(messages):
+        return {"tools": calls}
     if "essay" in text or "long" in text:
         return {"text": "".join(f"word{i} " for i in range(LONG_ANSWER_CHUNKS)), "slow": True}
     answer = (
@@ -62,7 +64,7 @@ def plan_answer(request: dict[str, Any]) -> dict[str, Any]:
         else "Hello! How can I help?"
     )
     if wants_final_tool:
-        return {"tool": ("final_answer", {"answer": answer}, f"call_final_{abs(hash(text)) % 1000}")}
+        return {"tools": [("final_answer", {"answer": answer}, f"call_final_{abs(hash(text)) % 1000}")]}
     return {"text": answer}
 
 
@@ -77,11 +79,11 @@ def _tool_call(tool: tuple[str, dict[str, Any], str]) -> dict[str, Any]:
 
 def completion(request: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     """The non-streamed answer."""
-    if "tool" in plan:
+    if "tools" in plan:
         message: dict[str, Any] = {
             "role": "assistant",
             "content": None,
-            "tool_calls": [_tool_call(plan["tool"])],
+            "tool_calls": [_tool_call(tool) for tool in plan["tools"]],
         }
         finish = "tool_calls"
     else:
@@ -109,9 +111,9 @@ def chunks(request: dict[str, Any], plan: dict[str, Any]) -> Iterator[dict[str, 
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     yield chunk({"role": "assistant", "content": ""})
-    if "tool" in plan:
-        call = _tool_call(plan["tool"])
-        yield chunk({"tool_calls": [{"index": 0, **call}]})
+    if "tools" in plan:
+        for index, tool in enumerate(plan["tools"]):
+            yield chunk({"tool_calls": [{"index": index, **_tool_call(tool)}]})
         yield chunk({}, "tool_calls")
     else:
         words = plan["text"].split(" ")
@@ -120,7 +122,7 @@ def chunks(request: dict[str, Any], plan: dict[str, Any]) -> Iterator[dict[str, 
                 continue
             yield chunk({"content": word + " "})
         yield chunk({}, "stop")
-    yield {**base, "choices": [], "usage": _usage(20, 10 if "tool" in plan else len(plan["text"].split()))}
+    yield {**base, "choices": [], "usage": _usage(20, 10 if "tools" in plan else len(plan["text"].split()))}
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -4,7 +4,7 @@ ADK traces through the global tracer provider (`gcp.vertex.agent`) with no instr
 application sets its provider, as ADK's docs show for any OTLP backend. The model is LiteLLM's OpenAI client
 on the mock server (ADK's `LiteLlm`), and each harness session is an ADK session of the same id, which ADK
 writes as `gen_ai.conversation.id`. This program runs in its own environment (ADK pins an older
-OpenTelemetry than the project's; `make install` builds it).
+OpenTelemetry than the project's; `make adk` builds it).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 
 import scenario_harness as harness
 from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
 
 
 def get_weather(city: str) -> str:
@@ -26,10 +27,11 @@ def send_email(to: str, body: str) -> str:
     return f"sent to {to}"
 
 
-def main() -> None:
+def start(endpoints: harness.Endpoints) -> tuple[TracerProvider, harness.Ask]:
+    """The provider, set as the global one ADK traces with, and `ask(session, prompt)`: one ADK run of the
+    agent on the mock model (streamed for the long answer, so that it can be cancelled half-way)."""
     # LiteLLM fetches its model price list from GitHub when imported; offline, it reads its bundled copy
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    endpoints = harness.parse_endpoints()
     provider = harness.tracer_provider(endpoints, "adk-app")
     trace.set_tracer_provider(provider)
     # imported here, after the variable above: LiteLLM reads it when ADK imports it
@@ -63,6 +65,11 @@ def main() -> None:
             pass
         return None
 
+    return provider, ask
+
+
+def main() -> None:
+    provider, ask = start(harness.parse_endpoints())
     asyncio.run(harness.run_sessions(ask))
     provider.shutdown()
 

@@ -30,3 +30,18 @@ def test_adk_turns_read_as_meant(framework_store: Callable[..., FrameworkRun]) -
     assert run.query(
         "select distinct layer from spans where name like 'invoke_workflow %'"
     ) == [("runtime",)]
+
+
+@pytest.mark.slow
+def test_adk_parallel_tool_calls_are_each_one_call(framework_store: Callable[..., FrameworkRun]) -> None:
+    """ADK's span around a batch of parallel calls names the tool '(merged tools)': no row, no finding."""
+    assert ADK_PYTHON.exists(), "ADK's environment is missing: `make adk` builds it (`make test` does)"
+    run = framework_store("run_adk_parallel.py", python=ADK_PYTHON)
+    assert run.query("select count(*) from spans where name = 'execute_tool (merged)'") == [(1,)]
+    assert run.turns() == [("session-parallel", "completed")]
+    assert run.query("select tool_name, tool_call_id, status from side_effects order by 1") == [
+        ("get_weather", "call_weather_1", "succeeded"),
+        ("send_email", "call_email_1", "committed"),
+    ]
+    assert run.query("select tool_calls from turns") == [(2,)]
+    assert [kind for kind, in run.query("select kind from divergences")] == ["missing_idempotency_key"]

@@ -783,6 +783,48 @@ def test_adk_model_calls_are_not_agent_runs(kit: Any) -> None:
     assert con.execute("select kind from divergences").fetchall() == [("missing_idempotency_key",)]
 
 
+REGISTRY_TWO_TOOLS = """\
+[tools.get_weather]
+tier = "read_only"
+[tools.send_email]
+tier = "soft_irreversible"
+"""
+
+
+def test_adks_span_around_parallel_calls_is_no_call_of_its_own(kit: Any) -> None:
+    """ADK runs the tool calls a model asked for at once in parallel, each in its own execute_tool span, then
+    records the batch in one more: `execute_tool (merged)`, tool '(merged tools)', the batch's event id as its
+    call id. Taken for a call, it was a third row of the ledger and an untiered tool nobody has."""
+    f = dict(session=None, turn=None, trace="par", node="app")
+    run = {c.GEN_AI_CONVERSATION_ID: "s-par", c.GEN_AI_OPERATION_NAME: "invoke_agent"}
+    model = {
+        c.GEN_AI_CONVERSATION_ID: "s-par",
+        c.GEN_AI_OPERATION_NAME: "generate_content",
+        c.FINISH_REASONS: ["stop"],
+    }
+
+    def tool(name: str, call_id: str) -> dict:
+        return {c.GEN_AI_OPERATION_NAME: "execute_tool", c.TOOL_NAME: name, c.TOOL_CALL_ID: call_id}
+
+    con = kit.store([
+        kit.span("invoke_agent assistant", 0, 1000, span_id="agent", **f, attrs=run),
+        kit.span("generate_content m", 10, 200, span_id="ask", parent="agent", **f, attrs=model),
+        kit.span("execute_tool get_weather", 210, 300, span_id="t1", parent="agent", **f,
+                 attrs=tool("get_weather", "call-w")),
+        kit.span("execute_tool send_email", 210, 320, span_id="t2", parent="agent", **f,
+                 attrs=tool("send_email", "call-e")),
+        kit.span("execute_tool (merged)", 330, 331, span_id="batch", parent="agent", **f,
+                 attrs=tool("(merged tools)", "3658098b-event")),
+        kit.span("generate_content m", 340, 900, span_id="answer", parent="agent", **f, attrs=model),
+    ], registry_toml=REGISTRY_TWO_TOOLS)
+    assert con.execute("select tool_name, tool_call_id, status from side_effects order by 1").fetchall() == [
+        ("get_weather", "call-w", "succeeded"),
+        ("send_email", "call-e", "committed"),
+    ]
+    assert con.execute("select status, tool_calls from turns").fetchall() == [("completed", 2)]
+    assert con.execute("select kind from divergences").fetchall() == [("missing_idempotency_key",)]
+
+
 def test_a_tool_span_without_call_id_takes_the_id_the_model_requested(kit: Any) -> None:
     con = kit.store(_framework_turn(kit, "ids", last_chat_finish=["stop"]))
     ledger = con.execute(
