@@ -10,10 +10,19 @@
 --   detected_at: the same instant as a timestamp (HLC physical part, close to wall time).
 --   evidence: one sentence a person reads: what happened, in what order (and for untiered_tool, what to do).
 -- untiered_tool is one finding per tool and UTC day, on the day's first untiered call (its turn and call); a
--- framework's control tools (smolagents' final_answer, pydantic-ai's final_result) are never one.
+-- framework's control tools (is_control_tool) are never one.
 -- causal_inversion is one finding per turn: two events whose wall clocks contradict their HLC order by more than
 -- causal_inversion_tolerance_ms, or a cancel.requested and a tool.dispatched / tool.committed / third_party.ack
 -- contradicting it by more than clock_resolution_ms (medium: the wall clocks would give the opposite verdict).
+
+-- is_control_tool(tool_name): a tool an agent framework gives its model to steer its own loop, which changes
+-- nothing outside: smolagents' final_answer, pydantic-ai's final_result, ADK's transfer_to_agent (a handoff to
+-- another agent), exit_loop (out of a LoopAgent) and set_model_response (a structured answer beside tools).
+create or replace macro is_control_tool(tool_name) as (
+    coalesce(tool_name in ('final_answer', 'final_result', 'transfer_to_agent', 'exit_loop', 'set_model_response'),
+        false)
+);
+
 -- untiered_tool_of(calls): the untiered_tool findings, in divergences' columns, over a relation with side_effects'
 -- columns, named by string:
 -- one per tool and UTC day, on the day's first call (a fleet calls a tool thousands of times; the remedy is one
@@ -43,7 +52,7 @@ from (
     from (
         select *, coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc, failed_hlc) as detected_hlc
         from query_table(calls)
-        where tier is null and coalesce(tool_name, '') not in ('final_answer', 'final_result')
+        where tier is null and not is_control_tool(tool_name)
     )
 )
 group by tool_name, epoch_ms(detected_hlc >> 16)::date;
@@ -57,7 +66,7 @@ select * exclude (detected_hlc)
 from (
     select *, coalesce(dispatched_hlc, buffered_hlc, prepared_hlc, committed_hlc, failed_hlc) as detected_hlc
     from query_table(calls)
-    where tier is null and coalesce(tool_name, '') not in ('final_answer', 'final_result')
+    where tier is null and not is_control_tool(tool_name)
 )
 qualify row_number() over (
     partition by tool_name, epoch_ms(detected_hlc >> 16)::date

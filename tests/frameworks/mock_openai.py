@@ -3,8 +3,8 @@
 It answers /v1/chat/completions (and /chat/completions) from the last user message, the way a real model would
 answer the test conversations: a greeting, a weather lookup through a tool call, a long answer streamed slowly
 enough for the client to cancel half-way, and an e-mail sent through a tool call (both calls at once, in one
-answer, when the message asks for both). Answers carry `usage`
-(in the last chunk when streamed) so the frameworks have token counts to report.
+answer, when the message asks for both; a handoff to ADK's sub-agent `mailer` when the message names it).
+Answers carry `usage` (in the last chunk when streamed) so the frameworks have token counts to report.
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ def plan_answer(request: dict[str, Any]) -> dict[str, Any]:
     text = _last_user_text(messages).lower()
     tool_names = {t.get("function", {}).get("name") for t in request.get("tools") or []}
     wants_final_tool = "final_answer" in tool_names  # smolagents' tool-calling agent answers through a tool
+    if "transfer_to_agent" in tool_names and "mailer" in text and not _has_tool_result(messages):
+        # ADK's handoff: the agent the user named takes the conversation over
+        return {"tools": [("transfer_to_agent", {"agent_name": "mailer"}, "call_transfer_1")]}
     calls = [call for word, call in TOOL_CALLS.items() if word in text]
     if calls and not _has_tool_result(messages):
         return {"tools": calls}

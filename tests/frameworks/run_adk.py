@@ -27,26 +27,36 @@ def send_email(to: str, body: str) -> str:
     return f"sent to {to}"
 
 
-def start(endpoints: harness.Endpoints) -> tuple[TracerProvider, harness.Ask]:
-    """The provider, set as the global one ADK traces with, and `ask(session, prompt)`: one ADK run of the
-    agent on the mock model (streamed for the long answer, so that it can be cancelled half-way)."""
+def tracing(endpoints: harness.Endpoints) -> TracerProvider:
+    """The provider exporting to the collector, set as the global one ADK traces with (before any run)."""
     # LiteLLM fetches its model price list from GitHub when imported; offline, it reads its bundled copy
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     provider = harness.tracer_provider(endpoints, "adk-app")
     trace.set_tracer_provider(provider)
-    # imported here, after the variable above: LiteLLM reads it when ADK imports it
+    return provider
+
+
+def asker(endpoints: harness.Endpoints, *, handoff: bool = False) -> harness.Ask:
+    """`ask(session, prompt)`: one ADK run of the agent on the mock model (streamed for the long answer, so
+    that it can be cancelled half-way). The agent has both tools; with `handoff`, it has none and hands the
+    user over to a sub-agent, `mailer`, which has `send_email`."""
+    # imported here, after tracing(): LiteLLM reads its variable when ADK imports it
     from google.adk.agents import LlmAgent
     from google.adk.agents.run_config import RunConfig, StreamingMode
     from google.adk.models.lite_llm import LiteLlm
     from google.adk.runners import InMemoryRunner
     from google.genai import types
 
-    agent = LlmAgent(
-        name="assistant",
-        instruction="Help the user.",
-        model=LiteLlm(model="openai/mock-model", api_base=endpoints.openai, api_key="sk-test"),
-        tools=[get_weather, send_email],
-    )
+    model = LiteLlm(model="openai/mock-model", api_base=endpoints.openai, api_key="sk-test")
+    if handoff:
+        mailer = LlmAgent(name="mailer", description="Sends e-mail.", model=model, tools=[send_email])
+        agent = LlmAgent(
+            name="assistant", instruction="Hand the user over.", model=model, sub_agents=[mailer]
+        )
+    else:
+        agent = LlmAgent(
+            name="assistant", instruction="Help the user.", model=model, tools=[get_weather, send_email]
+        )
     runner = InMemoryRunner(agent=agent, app_name="adk-app")
     sessions: set[str] = set()
 
@@ -65,12 +75,13 @@ def start(endpoints: harness.Endpoints) -> tuple[TracerProvider, harness.Ask]:
             pass
         return None
 
-    return provider, ask
+    return ask
 
 
 def main() -> None:
-    provider, ask = start(harness.parse_endpoints())
-    asyncio.run(harness.run_sessions(ask))
+    endpoints = harness.parse_endpoints()
+    provider = tracing(endpoints)
+    asyncio.run(harness.run_sessions(asker(endpoints)))
     provider.shutdown()
 
 

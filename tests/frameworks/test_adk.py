@@ -33,15 +33,23 @@ def test_adk_turns_read_as_meant(framework_store: Callable[..., FrameworkRun]) -
 
 
 @pytest.mark.slow
-def test_adk_parallel_tool_calls_are_each_one_call(framework_store: Callable[..., FrameworkRun]) -> None:
-    """ADK's span around a batch of parallel calls names the tool '(merged tools)': no row, no finding."""
+def test_adk_parallel_calls_and_a_handoff_are_no_tools_of_their_own(
+    framework_store: Callable[..., FrameworkRun],
+) -> None:
+    """ADK's span around a batch of parallel calls names the tool '(merged tools)': no call, so no row of the
+    ledger. Its handoff to another agent is the tool `transfer_to_agent`: a call, but no untiered tool."""
     assert ADK_PYTHON.exists(), "ADK's environment is missing: `make adk` builds it (`make test` does)"
-    run = framework_store("run_adk_parallel.py", python=ADK_PYTHON)
+    run = framework_store("run_adk_more.py", python=ADK_PYTHON)
     assert run.query("select count(*) from spans where name = 'execute_tool (merged)'") == [(1,)]
-    assert run.turns() == [("session-parallel", "completed")]
-    assert run.query("select tool_name, tool_call_id, status from side_effects order by 1") == [
-        ("get_weather", "call_weather_1", "succeeded"),
-        ("send_email", "call_email_1", "committed"),
+    assert run.query("select count(*) from spans where name = 'execute_tool transfer_to_agent'") == [(1,)]
+    assert run.query("select count(*) from spans where name = 'invoke_agent mailer'") == [(1,)]
+    assert run.turns() == [("session-parallel", "completed"), ("session-handoff", "completed")]
+    assert run.query(
+        "select session_id, tool_name, tool_call_id, status from side_effects order by all"
+    ) == [
+        ("session-handoff", "transfer_to_agent", "call_transfer_1", "succeeded"),
+        ("session-parallel", "get_weather", "call_weather_1", "succeeded"),
+        ("session-parallel", "send_email", "call_email_1", "committed"),
     ]
-    assert run.query("select tool_calls from turns") == [(2,)]
-    assert [kind for kind, in run.query("select kind from divergences")] == ["missing_idempotency_key"]
+    found = run.query("select session_id, kind from divergences")
+    assert found == [("session-parallel", "missing_idempotency_key")]

@@ -865,6 +865,16 @@ def test_a_calls_claims_answer_the_same_whatever_the_order_of_its_rows(kit: Any)
         assert found == [(["read_only", "soft_irreversible"], ["eager", "speculative"])]
 
 
-def test_a_framework_control_tool_is_never_untiered(kit: Any) -> None:
-    con = kit.store(_framework_turn(kit, "fa", last_chat_finish=["stop"], tool="final_answer"))
-    assert con.execute("select count(*) from divergences").fetchall() == [(0,)]
+@pytest.mark.parametrize(
+    "tool", ["final_answer", "final_result", "transfer_to_agent", "exit_loop", "set_model_response"]
+)
+def test_a_framework_control_tool_is_never_untiered(kit: Any, tool: str) -> None:
+    """smolagents' final_answer, pydantic-ai's final_result, ADK's handoff, loop exit and structured answer:
+    tools the framework gives its model to steer its own loop. A tool of the same shape otherwise is one."""
+    con = kit.store(
+        _framework_turn(kit, "fa", last_chat_finish=["stop"], tool=tool)
+        + _framework_turn(kit, "other", last_chat_finish=["stop"], tool=f"{tool}_to_crm")
+    )
+    found = con.execute("select kind, evidence from divergences").fetchall()
+    assert [kind for kind, _ in found] == ["untiered_tool"]
+    assert found[0][1].startswith(f"{tool}_to_crm has no tier")
