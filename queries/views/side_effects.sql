@@ -12,7 +12,7 @@
 --   requires_approval: whether a commit needs approval.granted first (always for hard_irreversible).
 --   side_effecting: the tier is above read_only.
 --   idempotency_key: turnlens.idempotency_key of the call; null when it never carried one.
---   status: the furthest phase reached: compensated, committed, failed, discarded, prepared, dispatched, buffered; for a framework tool span without lifecycle events: committed (side-effecting tier, inferred), succeeded, failed or running.
+--   status: the furthest phase reached: compensated, committed, failed, discarded, prepared, dispatched, buffered; for a framework tool span without lifecycle events: committed (side-effecting tier, inferred), succeeded, failed, running, or interrupted (it ended by the cancellation, a CancelledError or GeneratorExit, while it ran: whether its side effect happened is unknown).
 --   buffered_hlc: tool.buffered (speculative call queued).
 --   dispatched_hlc: tool.dispatched, else the start of a framework tool span.
 --   prepared_hlc: tool.prepared.
@@ -24,7 +24,8 @@
 --   failed_hlc: tool.failed.
 --   commits: how many tool.committed events the call has.
 --   compensations: how many tool.compensated events the call has.
---   tool_cancelled: the tool layer acknowledged a cancel for this call.
+--   tool_cancelled: the tool layer acknowledged a cancel for this call (a framework tool span: it ended by the
+--     cancellation).
 --   approval_requested_hlc: approval.requested for this call.
 --   approval_granted_hlc: the first approval.granted for this call.
 --   approval_denied_hlc: the first approval.denied for this call.
@@ -130,8 +131,9 @@ with_registry as (  -- the registry fills in what the spans leave out
     left join tool_registry_entries as r on r.tool_name = p.tool_name
 ),
 
-with_commit as (  -- a framework tool span without lifecycle events that ended without error: for a side-effecting
-    -- tier, the side effect happened when it ended (inferred: no tool.committed says so)
+with_commit as (  -- a framework tool span without lifecycle events that ended without error, and not by the
+    -- cancellation: for a side-effecting tier, the side effect happened when it ended (inferred: no tool.committed
+    -- says so)
     select
         *,
         coalesce(
@@ -140,6 +142,7 @@ with_commit as (  -- a framework tool span without lifecycle events that ended w
                 and open_tool_spans = 0
                 and tool_span_end_hlc is not null
                 and not coalesce(tool_span_error, false)
+                and not tool_cancelled
                 and tier in ('button_reversible', 'soft_irreversible', 'hard_irreversible'),
             false
         ) as commit_inferred
@@ -167,6 +170,7 @@ select
         when dispatched_event_hlc is not null then 'dispatched'
         when buffered_hlc is not null then 'buffered'
         when open_tool_spans > 0 then 'running'
+        when tool_cancelled then 'interrupted'  -- no lifecycle event: a framework's span ended by the cancellation
         when tool_span_error then 'failed'
         else 'succeeded'
     end as status,

@@ -28,6 +28,7 @@
 --     span without one takes the id of the call the model requested for that tool in the turn (the n-th run of a
 --     tool the n-th request of it: llm.output_messages...tool_call.id, gen_ai.output.messages), else its span_id.
 --     None on ADK's span around a batch of parallel calls (tool '(merged tools)'): each call has its own span.
+--     An inferred row of a tool span (a cancellation that stopped the tool) names the span's call.
 --   tool_name: gen_ai.tool.name, else OpenInference tool.name (none on ADK's batch span).
 --   idempotency_key: turnlens.idempotency_key.
 --   tier: turnlens.tool.tier as the span says it (the registry fills gaps later, in side_effects).
@@ -65,6 +66,16 @@ create or replace macro is_model_span(attributes) as (
         or json_extract_string(attributes, '$."llm.request.type"') in ('chat', 'completion'),
         false
     )
+);
+
+-- tool_call_of(call_id, tool_name, layer, requested_call_id, span_id): the tool call a row belongs to: the call id
+-- it or its span names; else, on a tool span naming a tool, the id of the call the model requested for it
+-- (requested_call_id), else the span's own id. None on ADK's span around a batch of parallel calls (tool
+-- '(merged tools)', the batch's event id as its call id): each call of the batch has its own span.
+create or replace macro tool_call_of(call_id, tool_name, layer, requested_call_id, span_id) as (
+    case when tool_name is distinct from '(merged tools)' then coalesce(
+        call_id, case when layer = 'tool' and tool_name is not null then coalesce(requested_call_id, span_id) end
+    ) end
 );
 
 -- json_text(value): an attribute's string value that is itself JSON text (a list a framework sends as text), else
@@ -371,13 +382,8 @@ clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by
             span_clock_hlc(span_hlc, wall_ns, start_time_unix_nano),
             (wall_ns // 1000000) << 16
         ) as order_hlc,
-        -- ADK's span around a batch of parallel tool calls names the placeholder tool '(merged tools)' and the
-        -- batch's event id as its call: each call of the batch has its own span, so it is no call of its own
-        case when inherited_tool_name is distinct from '(merged tools)' then
-            coalesce(own."gen_ai.tool.call.id", inherited_call_id, inherited_oi_call_id) end as named_call_id,
-        case when inherited_tool_name is distinct from '(merged tools)' then
-            coalesce(own."gen_ai.tool.name", own."tool.name", inherited_tool_name, inherited_oi_tool_name) end
-            as any_tool_name
+        coalesce(own."gen_ai.tool.call.id", inherited_call_id, inherited_oi_call_id) as named_call_id,
+        coalesce(own."gen_ai.tool.name", own."tool.name", inherited_tool_name, inherited_oi_tool_name) as any_tool_name
     from all_rows
 ),
 
@@ -453,9 +459,8 @@ select
     order_hlc,
     order_hlc >> 16 as hlc_ms,
     ((own_hlc >> 16) * 1000000 - wall_ns) / 1e6 as skew_ms,
-    coalesce(named_call_id, case when layer = 'tool' and any_tool_name is not null
-        then coalesce(requested_call_id, span_id) end) as tool_call_id,
-    any_tool_name as tool_name,
+    tool_call_of(named_call_id, any_tool_name, layer, requested_call_id, span_id) as tool_call_id,
+    case when any_tool_name is distinct from '(merged tools)' then any_tool_name end as tool_name,
     coalesce(own."turnlens.idempotency_key", inherited_idempotency_key) as idempotency_key,
     coalesce(own."turnlens.tool.tier", inherited_tier) as tier,
     coalesce(own."turnlens.tool.dispatch", inherited_dispatch) as dispatch,
@@ -487,7 +492,22 @@ select
     model_span and source = 'span_start' as model_call
 from contract_rows
 union all by name
-select * from inferred_cancels_from('framework_input');
+select  -- an inferred row of a tool span (the acknowledgement of a tool the cancellation stopped) names its call
+    i.*,
+    tool_call_of(f.call_id, f.tool_name, i.layer, j.call_id, i.span_id) as tool_call_id,
+    case when f.tool_name is distinct from '(merged tools)' then f.tool_name end as tool_name
+from inferred_cancels_from('framework_input') as i
+left join (
+    select
+        trace_id, span_id,
+        coalesce(json_extract_string(attributes, '$."gen_ai.tool.call.id"'), json_extract_string(attributes, '$."tool_call.id"'))
+            as call_id,
+        coalesce(json_extract_string(attributes, '$."gen_ai.tool.name"'), json_extract_string(attributes, '$."tool.name"'))
+            as tool_name
+    from framework_input
+    where layer = 'tool'
+) as f using (trace_id, span_id)
+left join joined_calls as j using (trace_id, span_id);
 
 -- turn_events_in(traces): the same rows for the traces of a list only (null: every trace); see spans_in.
 create or replace macro turn_events_in(traces) as table

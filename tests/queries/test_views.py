@@ -825,6 +825,41 @@ def test_adks_span_around_parallel_calls_is_no_call_of_its_own(kit: Any) -> None
     assert con.execute("select kind from divergences").fetchall() == [("missing_idempotency_key",)]
 
 
+@pytest.mark.parametrize("status", ["error", "unset"])
+def test_a_framework_tool_the_stop_interrupted_is_neither_failed_nor_committed(kit: Any, status: str) -> None:
+    """The user stops while a framework runs send_email: the task awaiting it is cancelled and the tool span
+    ends with the CancelledError (pydantic-ai, Logfire), while the work it started (a thread, a request sent)
+    may still complete. The spans cannot say whether the e-mail went out: the call is `interrupted`, and the
+    tool layer acknowledged the cancel. Before, it read as failed (status error: nothing happened) or, with
+    the status unset, as committed at the span's end."""
+    f = dict(session=None, turn=None, trace="int", node="app")
+    cancelled = {"exception.type": "asyncio.exceptions.CancelledError"}
+    run = {c.GEN_AI_OPERATION_NAME: "invoke_agent", c.GEN_AI_CONVERSATION_ID: "s-int"}
+    asks = {c.GEN_AI_OPERATION_NAME: "chat", c.FINISH_REASONS: ["tool_calls"]}
+    tool = {c.GEN_AI_OPERATION_NAME: "execute_tool", c.TOOL_NAME: "send_email", c.TOOL_CALL_ID: "call-1"}
+    rows = [
+        kit.span("invoke_agent a", 0, 1010, span_id="run", **f, attrs=run, status="error",
+                 events=[kit.event("exception", 1005, **cancelled)]),
+        kit.span("chat m", 10, 200, span_id="chat1", parent="run", **f, attrs=asks),
+        kit.span("execute_tool send_email", 210, 1000, span_id="tool", parent="run", **f, attrs=tool,
+                 status=status, events=[kit.event("exception", 1000, **cancelled)]),
+    ]
+    registry = '[tools.send_email]\ntier = "soft_irreversible"\n'
+    con = kit.store(rows, registry_toml=registry)
+    assert con.execute(
+        "select tool_call_id, status, tool_cancelled, commit_inferred, committed_hlc from side_effects"
+    ).fetchall() == [("call-1", "interrupted", True, False, None)]
+    turn = con.execute("select status, cancel_origin from turns").fetchall()
+    assert turn == [("cancelled", "inferred.exception")]
+    assert con.execute("select count(*) from divergences").fetchall() == [(0,)]
+    # the mail relay acknowledges the call after all: the tool layer reported it cancelled
+    ack = kit.event(c.EV_THIRD_PARTY_ACK, 1500, **{c.TOOL_CALL_ID: "call-1", c.THIRD_PARTY_STATUS: "250 OK"})
+    relay = kit.span("POST relay", 1490, 1510, span_id="relay", parent="tool", **f, kind="client",
+                     attrs={"server.address": "relay"}, events=[ack])
+    acked = kit.store([*rows, relay], registry_toml=registry)
+    assert acked.execute("select kind from divergences").fetchall() == [("ghost_commit",)]
+
+
 def test_a_tool_span_without_call_id_takes_the_id_the_model_requested(kit: Any) -> None:
     con = kit.store(_framework_turn(kit, "ids", last_chat_finish=["stop"]))
     ledger = con.execute(
