@@ -61,3 +61,17 @@ def test_format_duration_gives_back_what_parse_duration_reads(delta: timedelta, 
 def test_a_time_without_an_offset_is_utc() -> None:
     assert durations.parse_time("2026-01-01T12:00:00") == datetime(2026, 1, 1, 12, tzinfo=UTC)
     assert durations.parse_time("2026-01-01T13:00:00+01:00") == datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("attributes", "layer"),
+    [
+        ({"gen_ai.operation.name": "invoke_workflow"}, "runtime"),  # ADK's root span of a run
+        ({"gen_ai.operation.name": "generate_content"}, "runtime"),
+        ({"gen_ai.operation.name": "execute_tool"}, "tool"),
+        ({"gen_ai.operation.name": ["chat"]}, None),  # a list where a string belongs: no layer, no error
+        ({"gen_ai.operation.name": {"k": 1}}, None),
+    ],
+)
+def test_the_layer_a_genai_operation_gives(attributes: dict, layer: str | None) -> None:
+    assert contract.infer_layer("internal", attributes) == layer
