@@ -68,12 +68,17 @@ create or replace macro is_model_span(attributes) as (
     )
 );
 
+-- is_tool_batch(tool_name): ADK's span around a batch of parallel calls, which names the placeholder tool
+-- '(merged tools)' and the batch's event id as its call id: no call of its own, each call has its own span.
+create or replace macro is_tool_batch(tool_name) as (
+    coalesce(tool_name = '(merged tools)', false)
+);
+
 -- tool_call_of(call_id, tool_name, layer, requested_call_id, span_id): the tool call a row belongs to: the call id
 -- it or its span names; else, on a tool span naming a tool, the id of the call the model requested for it
--- (requested_call_id), else the span's own id. None on ADK's span around a batch of parallel calls (tool
--- '(merged tools)', the batch's event id as its call id): each call of the batch has its own span.
+-- (requested_call_id), else the span's own id. None on ADK's batch span (is_tool_batch).
 create or replace macro tool_call_of(call_id, tool_name, layer, requested_call_id, span_id) as (
-    case when tool_name is distinct from '(merged tools)' then coalesce(
+    case when not is_tool_batch(tool_name) then coalesce(
         call_id, case when layer = 'tool' and tool_name is not null then coalesce(requested_call_id, span_id) end
     ) end
 );
@@ -460,7 +465,7 @@ select
     order_hlc >> 16 as hlc_ms,
     ((own_hlc >> 16) * 1000000 - wall_ns) / 1e6 as skew_ms,
     tool_call_of(named_call_id, any_tool_name, layer, requested_call_id, span_id) as tool_call_id,
-    case when any_tool_name is distinct from '(merged tools)' then any_tool_name end as tool_name,
+    case when not is_tool_batch(any_tool_name) then any_tool_name end as tool_name,
     coalesce(own."turnlens.idempotency_key", inherited_idempotency_key) as idempotency_key,
     coalesce(own."turnlens.tool.tier", inherited_tier) as tier,
     coalesce(own."turnlens.tool.dispatch", inherited_dispatch) as dispatch,
@@ -495,7 +500,7 @@ union all by name
 select  -- an inferred row of a tool span (the acknowledgement of a tool the cancellation stopped) names its call
     i.*,
     tool_call_of(f.call_id, f.tool_name, i.layer, j.call_id, i.span_id) as tool_call_id,
-    case when f.tool_name is distinct from '(merged tools)' then f.tool_name end as tool_name
+    case when not is_tool_batch(f.tool_name) then f.tool_name end as tool_name
 from inferred_cancels_from('framework_input') as i
 left join (
     select
