@@ -4,7 +4,8 @@
 --   turn_id: the turn.
 --   origin: turnlens.cancel.origin of the first request (user_clicked / user_typed / timeout / client_disconnect); for
 --     a cancel inferred from a framework's spans, how it was inferred (inferred.exception, inferred.no_finish_reason,
---     inferred.error_finish_reason, inferred.span_never_ended: see inferred_cancels_from).
+--     inferred.error_finish_reason, inferred.span_never_ended, inferred.tool_without_result: see
+--     inferred_cancels_from).
 --   requested_layer: the layer where the cancel entered.
 --   requested_hlc: packed HLC of the first cancel.requested.
 --   requested_at: the same instant as a timestamp (HLC physical part).

@@ -12,7 +12,7 @@
 --   requires_approval: whether a commit needs approval.granted first (always for hard_irreversible).
 --   side_effecting: the tier is above read_only.
 --   idempotency_key: turnlens.idempotency_key of the call; null when it never carried one.
---   status: the furthest phase reached: compensated, committed, failed, discarded, prepared, dispatched, buffered; for a framework tool span without lifecycle events: committed (side-effecting tier, inferred), succeeded, failed, running, or interrupted (it ended by the cancellation, a CancelledError or GeneratorExit, while it ran: whether its side effect happened is unknown).
+--   status: the furthest phase reached: compensated, committed, failed, discarded, prepared, dispatched, buffered; for a framework tool span without lifecycle events: committed (side-effecting tier, inferred), succeeded, failed, running, or interrupted (it ended by the cancellation while it ran, with a CancelledError or GeneratorExit, or without its result and nothing after it: whether its side effect happened is unknown).
 --   buffered_hlc: tool.buffered (speculative call queued).
 --   dispatched_hlc: tool.dispatched, else the start of a framework tool span.
 --   prepared_hlc: tool.prepared.
@@ -25,7 +25,7 @@
 --   commits: how many tool.committed events the call has.
 --   compensations: how many tool.compensated events the call has.
 --   tool_cancelled: the tool layer acknowledged a cancel for this call (a framework tool span: it ended by the
---     cancellation).
+--     cancellation, or without its result: inferred_cancels_from).
 --   approval_requested_hlc: approval.requested for this call.
 --   approval_granted_hlc: the first approval.granted for this call.
 --   approval_denied_hlc: the first approval.denied for this call.

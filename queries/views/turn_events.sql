@@ -109,6 +109,20 @@ create or replace macro model_finish_reason(attributes) as (
     )
 );
 
+-- is_resultless_tool(attributes, status_code): an OpenInference tool span that records the call's input but not its
+-- result (input.value without output.value) and did not fail: the OpenAI Agents SDK ends the span of a tool the
+-- stop interrupted that way, with an ok status (its spans record no exception). A span with neither records no
+-- content at all (the SDK's trace_include_sensitive_data off) and says nothing.
+create or replace macro is_resultless_tool(attributes, status_code) as (
+    coalesce(
+        contains(attributes, '"TOOL"')  -- cheap: most spans are no tool
+        and json_extract_string(attributes, '$."openinference.span.kind"') = 'TOOL'
+        and json_exists(attributes, '$."input.value"') and not json_exists(attributes, '$."output.value"')
+        and status_code is distinct from 'error',
+        false
+    )
+);
+
 -- is_cancellation(type_or_message): an exception that means "cancelled": asyncio's CancelledError, a generator
 -- closed early (GeneratorExit), whatever module path the framework writes before them.
 create or replace macro is_cancellation(text) as (
@@ -164,8 +178,11 @@ from query_table(spans);
 --     at its end.
 --   inferred.span_never_ended: a span never ended although its parent did, or an agent run ended with nothing under
 --     it (its model call never ended, so the SDK never exported it); at the parent's end.
--- And a cancel.acknowledged row at the end of each span that ended by the cancellation exception (it stopped
--- because of it), so cancel-to-ack is the time from the first cancellation to the last span it stopped; without an
+--   inferred.tool_without_result: a tool span ended without its result (is_resultless_tool) and no model call of the
+--     turn started after it (the model never saw a result); at the tool span's end. A tool that returns nothing in
+--     a run configured to stop at that tool (the OpenAI Agents SDK's stop_on_first_tool) reads the same way.
+-- And a cancel.acknowledged row at the end of each span that ended by the cancellation exception, and of each tool
+-- span ended without its result (it stopped because of it), so cancel-to-ack is the time from the first cancellation to the last span it stopped; without an
 -- exception nothing shows when the cancel was acknowledged, and cancel_to_ack_ms is null (unknown).
 create or replace macro inferred_cancels_from(spans) as table
 with input as materialized (  -- read once: every CTE below reads it again
@@ -189,6 +206,7 @@ framework_spans as (
         ) as cancel_exception_ns,
         is_model_span(s.attributes) as model_span,
         is_run_span(s.attributes) as run_span,
+        is_resultless_tool(s.attributes, s.status_code) and s.end_time_unix_nano is not null as resultless_tool,
         case when is_model_span(s.attributes) then model_finish_reason(s.attributes) end as finish_reason
     from input as s
     anti join contract_turns as c using (turn_id)
@@ -206,6 +224,15 @@ orphans as (  -- a span that never ended under a parent that did
     from framework_spans as c
     join framework_spans as p on p.trace_id = c.trace_id and p.span_id = c.parent_span_id
     where c.end_time_unix_nano is null and p.end_time_unix_nano is not null
+),
+
+tools_without_result as (  -- a tool span ended without its result, and no model call of its turn came after
+    select t.session_id, t.turn_id, t.span_id, t.layer, t.end_time_unix_nano as ns
+    from framework_spans as t
+    anti join framework_spans as m
+        on m.session_id = t.session_id and m.turn_id = t.turn_id and m.model_span
+        and m.start_time_unix_nano >= t.end_time_unix_nano
+    where t.resultless_tool
 ),
 
 last_model as (
@@ -231,6 +258,8 @@ signals as (
     select session_id, turn_id, span_id, layer, ns, 'inferred.span_never_ended', 4 from orphans
     union all
     select session_id, turn_id, span_id, layer, ns, 'inferred.span_never_ended', 4 from childless_runs
+    union all
+    select session_id, turn_id, span_id, layer, ns, 'inferred.tool_without_result', 5 from tools_without_result
 ),
 
 first_signal as (
@@ -251,7 +280,9 @@ acknowledged as (
         'cancel.acknowledged' as step, r.cancel_origin
     from framework_spans as s
     join requested as r using (session_id, turn_id)
-    where s.cancel_exception_ns is not null and s.end_time_unix_nano >= r.wall_ns
+    left join tools_without_result as t
+        on t.session_id = s.session_id and t.turn_id = s.turn_id and t.span_id = s.span_id
+    where (s.cancel_exception_ns is not null or t.span_id is not null) and s.end_time_unix_nano >= r.wall_ns
 )
 
 select

@@ -860,6 +860,54 @@ def test_a_framework_tool_the_stop_interrupted_is_neither_failed_nor_committed(k
     assert acked.execute("select kind from divergences").fetchall() == [("ghost_commit",)]
 
 
+@pytest.mark.parametrize(
+    ("case", "expected_turn", "expected_call"),
+    [
+        ("stopped", ("cancelled", "inferred.tool_without_result"), ("interrupted", True)),
+        ("returned nothing, the model went on", ("completed", None), ("committed", False)),
+        ("recorded no content", ("completed", None), ("committed", False)),
+        ("failed", ("completed", None), ("failed", False)),
+    ],
+    ids=["stopped", "returned-nothing", "no-content", "failed"],
+)
+def test_an_openinference_tool_span_without_its_result_is_a_stop_only_if_nothing_followed(
+    kit: Any, case: str, expected_turn: tuple, expected_call: tuple
+) -> None:
+    """The OpenAI Agents SDK (OpenInference) ends the span of a tool the stop interrupted with an ok status:
+    it keeps the call's input.value and never gets its output.value, and no model call follows. A tool that
+    returned nothing has no output either, but the model is called again with its result; a span recording no
+    content (the SDK's sensitive data off) has neither; a failed tool has an error status. None is a stop."""
+    f = dict(session=None, turn=None, trace="oi", node="app")
+    session = {"session.id": "s-oi"}
+    asks = {
+        **session, "openinference.span.kind": "LLM", "output.value": "[]",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call-1",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "send_email",
+    }
+    tool = {**session, "openinference.span.kind": "TOOL", c.TOOL_NAME: "send_email"}
+    run = {**session, "openinference.span.kind": "AGENT"}
+    if case != "recorded no content":
+        tool["input.value"] = json.dumps({"to": "ops@example.com"})
+    rows = [
+        kit.span("assistant", 0, 1000, span_id="run", **f, attrs=run),
+        kit.span("generation", 10, 200, span_id="ask", parent="run", **f, attrs=asks),
+        kit.span("send_email", 210, 990, span_id="tool", parent="run", **f, attrs=tool,
+                 status="error" if case == "failed" else "ok"),
+    ]
+    if case == "returned nothing, the model went on":
+        answer = {**session, "openinference.span.kind": "LLM", "output.value": "Sent."}
+        rows.append(kit.span("generation", 991, 999, span_id="answer", parent="run", **f, attrs=answer))
+    con = kit.store(rows, registry_toml='[tools.send_email]\ntier = "soft_irreversible"\n')
+    assert con.execute("select status, cancel_origin from turns").fetchall() == [expected_turn]
+    assert con.execute("select tool_call_id, status, tool_cancelled from side_effects").fetchall() == [
+        ("call-1", *expected_call)
+    ]
+    if case == "stopped":  # the stop is at the tool span's end, which acknowledged it then
+        assert con.execute(
+            "select origin, cancel_to_ack_ms, requested_hlc >> 16 from cancel_acks"
+        ).fetchall() == [("inferred.tool_without_result", 0, kit.ns(990) // 1_000_000)]
+
+
 def test_a_tool_span_without_call_id_takes_the_id_the_model_requested(kit: Any) -> None:
     con = kit.store(_framework_turn(kit, "ids", last_chat_finish=["stop"]))
     ledger = con.execute(
