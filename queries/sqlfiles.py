@@ -25,6 +25,8 @@ VIEW_FOLDERS = ("base", "views")
 
 _CREATE = re.compile(r"create\s+or\s+replace\s+(?:view|table)\s+(\w+)", re.IGNORECASE)
 _COLUMN_DOC = re.compile(r"^--\s{2,}(\w+):\s*(.+)$")
+# a column's meaning goes on over the comment lines right below it, indented further (`--     ...`)
+_CONTINUED_DOC = re.compile(r"^--\s{4,}\S")
 
 
 class CatalogError(Exception):
@@ -72,11 +74,17 @@ def parse_view(path: Path) -> SqlView:
     if not header:
         raise CatalogError(f"{path} has no header comment saying what a row is")
     grain = header[0].removeprefix("--").strip()
-    columns = {}
-    for line in header[1:]:
+    columns: dict[str, str] = {}
+    described = None  # the column whose meaning the lines right above went on describing
+    for line in sql.splitlines()[1:]:
         doc = _COLUMN_DOC.match(line)
         if doc:
-            columns[doc.group(1)] = doc.group(2).strip()
+            described = doc.group(1)
+            columns[described] = doc.group(2).strip()
+        elif described and _CONTINUED_DOC.match(line):
+            columns[described] += " " + line.removeprefix("--").strip()
+        else:
+            described = None
     return SqlView(name=match.group(1), path=path, sql=sql, grain=grain, columns=columns)
 
 

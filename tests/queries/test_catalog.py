@@ -51,6 +51,26 @@ def test_every_view_and_column_is_documented_both_ways(kit: SimpleNamespace) -> 
     assert problems == []
 
 
+def test_a_column_meaning_written_over_several_lines_is_commented_whole(kit: SimpleNamespace) -> None:
+    """A `--   column:` line goes on over the further-indented comment lines below it: an analyst reading
+    duckdb_columns() (and docs/views.md) gets every one of them, not a sentence cut at the first line."""
+    con = kit.store([])
+    continued = 0
+    for view in catalog.load_views():
+        comments = dict(
+            con.execute(
+                "select column_name, comment from duckdb_columns() where table_name = ?", [view.name]
+            ).fetchall()
+        )
+        lines = view.sql.splitlines()
+        for above, line in zip(lines, lines[1:], strict=False):
+            column = re.match(r"^--\s{2,}(\w+):", above)
+            if column and column.group(1) in comments and re.match(r"^--\s{4,}\S", line):
+                continued += 1
+                assert line.removeprefix("--").strip() in comments[column.group(1)], (view.name, line)
+    assert continued >= 10  # spans, turn_events, side_effects, cancel_acks, turn_usage... go on
+
+
 def test_each_file_defines_the_view_it_is_named_after() -> None:
     for view in catalog.load_views():
         assert view.path.stem == view.name
