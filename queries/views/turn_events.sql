@@ -178,12 +178,15 @@ from query_table(spans);
 --     at its end.
 --   inferred.span_never_ended: a span never ended although its parent did, or an agent run ended with nothing under
 --     it (its model call never ended, so the SDK never exported it); at the parent's end.
---   inferred.tool_without_result: a tool span ended without its result (is_resultless_tool) and no model call of the
---     turn started after it (the model never saw a result); at the tool span's end. A tool that returns nothing in
---     a run configured to stop at that tool (the OpenAI Agents SDK's stop_on_first_tool) reads the same way.
+--   inferred.tool_without_result: a tool span that lasted 10 ms or more ended without its result
+--     (is_resultless_tool), and no model call of the turn started after it (the model never saw a result); at the
+--     tool span's end. Shorter, it is the OpenAI Agents SDK pausing the run for a tool that needs approval (its span
+--     ends at once, without result, the tool not run): no stop. A tool that returns nothing in a run configured to
+--     stop at that tool (the SDK's stop_on_first_tool) reads as a stop.
 -- And a cancel.acknowledged row at the end of each span that ended by the cancellation exception, and of each tool
--- span ended without its result (it stopped because of it), so cancel-to-ack is the time from the first cancellation to the last span it stopped; without an
--- exception nothing shows when the cancel was acknowledged, and cancel_to_ack_ms is null (unknown).
+-- span ended without its result (it stopped because of it), so cancel-to-ack is the time from the first
+-- cancellation to the last span it stopped; without such a span nothing shows when the cancel was acknowledged,
+-- and cancel_to_ack_ms is null (unknown).
 create or replace macro inferred_cancels_from(spans) as table
 with input as materialized (  -- read once: every CTE below reads it again
     select * from framework_input_of(spans)
@@ -206,7 +209,8 @@ framework_spans as (
         ) as cancel_exception_ns,
         is_model_span(s.attributes) as model_span,
         is_run_span(s.attributes) as run_span,
-        is_resultless_tool(s.attributes, s.status_code) and s.end_time_unix_nano is not null as resultless_tool,
+        is_resultless_tool(s.attributes, s.status_code)
+            and s.end_time_unix_nano - s.start_time_unix_nano >= 10000000 as resultless_tool,  -- 10 ms: not a pause
         case when is_model_span(s.attributes) then model_finish_reason(s.attributes) end as finish_reason
     from input as s
     anti join contract_turns as c using (turn_id)

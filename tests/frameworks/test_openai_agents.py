@@ -20,16 +20,25 @@ def test_openai_agents_turns_read_as_meant(framework_store: Callable[[str], Fram
 
 
 @pytest.mark.slow
-def test_a_tool_running_when_the_user_stops_is_interrupted_and_the_turn_cancelled(
+def test_a_run_interrupted_during_a_tool_reads_as_stopped_or_paused(
     framework_store: Callable[[str], FrameworkRun],
 ) -> None:
-    """The stop cancels the task awaiting send_email, whose thread sends the e-mail anyway. The SDK ends every
-    span with an ok status and no exception; what shows the stop is the tool span, which kept the call's input
-    but never got its result, with no model call after it: the turn is cancelled, the call interrupted."""
-    run = framework_store("run_openai_agents_stop_tool.py")
-    assert "e-mail sent" in run.output  # what happened in the world
-    turn = run.query("select status, cancel_origin from turns")
-    assert turn == [("cancelled", "inferred.tool_without_result")]
-    assert run.query("select tool_name, status, tool_cancelled, commit_inferred from side_effects") == [
-        ("send_email", "interrupted", True, False)
+    """session-stop: the stop cancels the task awaiting send_email, whose thread sends the e-mail anyway. The
+    SDK ends every span with an ok status and no exception; what shows the stop is the tool span, which kept
+    the call's input but never got its result, with no model call after it: the turn is cancelled, the call
+    interrupted. session-approval: the SDK pauses the run for the tool's approval, and its tool span has no
+    result either (it ends at once): no stop."""
+    run = framework_store("run_openai_agents_interruptions.py")
+    assert "e-mail sent" in run.output and "resumed: Sent." in run.output  # what happened in the world
+    turns = run.query("select session_id, status, cancel_origin from turns order by started_wall_ns")
+    assert turns == [
+        ("session-stop", "cancelled", "inferred.tool_without_result"),
+        # OpenInference exports none of the resumed run's spans: the turn is the paused run
+        ("session-approval", "completed", None),
+    ]
+    ledger = "select session_id, tool_name, status, tool_cancelled from side_effects order by session_id"
+    assert run.query(ledger) == [
+        # the paused call reads as committed at its span's end (docs/frameworks.md)
+        ("session-approval", "send_email", "committed", False),
+        ("session-stop", "send_email", "interrupted", True),
     ]

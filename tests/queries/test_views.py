@@ -867,16 +867,20 @@ def test_a_framework_tool_the_stop_interrupted_is_neither_failed_nor_committed(k
         ("returned nothing, the model went on", ("completed", None), ("committed", False)),
         ("recorded no content", ("completed", None), ("committed", False)),
         ("failed", ("completed", None), ("failed", False)),
+        # what the SDK leaves of a run it paused for a tool that needs approval: the call reads as committed
+        ("paused for approval", ("completed", None), ("committed", False)),
     ],
-    ids=["stopped", "returned-nothing", "no-content", "failed"],
+    ids=["stopped", "returned-nothing", "no-content", "failed", "paused"],
 )
 def test_an_openinference_tool_span_without_its_result_is_a_stop_only_if_nothing_followed(
     kit: Any, case: str, expected_turn: tuple, expected_call: tuple
 ) -> None:
     """The OpenAI Agents SDK (OpenInference) ends the span of a tool the stop interrupted with an ok status:
     it keeps the call's input.value and never gets its output.value, and no model call follows. A tool that
-    returned nothing has no output either, but the model is called again with its result; a span recording no
-    content (the SDK's sensitive data off) has neither; a failed tool has an error status. None is a stop."""
+    returned nothing has no output either, but the model is called again with its result; a span recording
+    no content (the SDK's sensitive data off) has neither; a failed tool has an error status; a run the SDK
+    pauses for a tool that needs approval ends the tool's span at once (1 ms here), without result. None is a
+    stop."""
     f = dict(session=None, turn=None, trace="oi", node="app")
     session = {"session.id": "s-oi"}
     asks = {
@@ -891,7 +895,8 @@ def test_an_openinference_tool_span_without_its_result_is_a_stop_only_if_nothing
     rows = [
         kit.span("assistant", 0, 1000, span_id="run", **f, attrs=run),
         kit.span("generation", 10, 200, span_id="ask", parent="run", **f, attrs=asks),
-        kit.span("send_email", 210, 990, span_id="tool", parent="run", **f, attrs=tool,
+        kit.span("send_email", 210, 211 if case == "paused for approval" else 990, span_id="tool",
+                 parent="run", **f, attrs=tool,
                  status="error" if case == "failed" else "ok"),
     ]
     if case == "returned nothing, the model went on":

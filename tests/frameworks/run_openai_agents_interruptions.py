@@ -1,0 +1,73 @@
+"""The OpenAI Agents SDK (OpenInference), a run interrupted during a tool call, both ways:
+
+- session-stop: the user presses stop while the e-mail tool runs (two seconds; the client cancels the run
+  after one). The SDK runs a plain function tool in a worker thread; cancelling the run cancels the task
+  awaiting it, not the thread, which goes on and sends the e-mail. The program prints when it did.
+- session-approval: the tool needs approval (`needs_approval=True`): the run pauses with an interruption, the
+  program approves it and resumes the run, which sends the e-mail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import scenario_harness as harness
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_trace_processors
+from openai import AsyncOpenAI
+from openinference.instrumentation import using_session
+from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+TOOL_SECONDS = 2.0  # the user stops after harness.CANCEL_AFTER_S, while the tool runs
+
+
+def send_email(to: str, body: str) -> str:
+    """Sends an e-mail."""
+    time.sleep(TOOL_SECONDS)
+    print("e-mail sent", flush=True)
+    return f"sent to {to}"
+
+
+def main() -> None:
+    endpoints = harness.parse_endpoints()
+    provider = harness.tracer_provider(endpoints, "openai-agents-app")
+    set_trace_processors([])  # no export to the OpenAI platform: only OpenInference's processor
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
+    client = AsyncOpenAI(base_url=endpoints.openai, api_key="sk-test")
+
+    def agent(needs_approval: bool) -> Agent:
+        return Agent(
+            name="assistant",
+            instructions="Help the user.",
+            model=OpenAIChatCompletionsModel(model="mock-model", openai_client=client),
+            tools=[function_tool(send_email, needs_approval=needs_approval)],
+        )
+
+    async def stopped() -> None:
+        async def turn() -> object:
+            with using_session("session-stop"):
+                return (await Runner.run(agent(False), harness.EMAIL)).final_output
+
+        await harness.cancel_half_way(turn())
+        await asyncio.sleep(TOOL_SECONDS)  # the thread finishes the tool meanwhile
+
+    async def approved() -> None:
+        approving = agent(True)
+        with using_session("session-approval"):
+            paused = await Runner.run(approving, harness.EMAIL)
+            assert paused.interruptions, "the run did not pause for approval"
+            state = paused.to_state()
+            for request in paused.interruptions:
+                state.approve(request)
+            print("resumed:", (await Runner.run(approving, state)).final_output, flush=True)
+
+    async def both() -> None:  # one event loop: the client's connections belong to it
+        await stopped()
+        await approved()
+
+    asyncio.run(both())
+    provider.shutdown()
+
+
+if __name__ == "__main__":
+    main()
