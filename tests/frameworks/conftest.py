@@ -23,10 +23,10 @@ def framework_store(tmp_path: Path) -> Iterator[Callable[[str], FrameworkRun]]:
     collectors: list[otlp_samples.CollectorProcess] = []
     runs: list[FrameworkRun] = []
 
-    def run(script: str, python: Path = Path(sys.executable)) -> FrameworkRun:
+    def run(script: str, python: Path = Path(sys.executable), registry: str = REGISTRY) -> FrameworkRun:
         store = tmp_path / "store"
         store.mkdir()
-        (store / "tool_registry.toml").write_text(REGISTRY)
+        (store / "tool_registry.toml").write_text(registry)
         # the refresh at stop brings the per-turn views up to the last span; it has the shutdown grace, which
         # a loaded machine may need more of than the default
         collector = otlp_samples.CollectorProcess(store, "--shutdown-grace", "120s")

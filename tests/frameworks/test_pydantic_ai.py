@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import expectations
 import pytest
-from framework_runs import FrameworkRun
+from framework_runs import REGISTRY, FrameworkRun
 
 
 @pytest.mark.slow
@@ -29,4 +29,30 @@ def test_a_tool_running_when_the_user_stops_is_interrupted_not_failed(
     assert run.query("select status, cancel_origin from turns") == [("cancelled", "inferred.exception")]
     assert run.query("select tool_name, status, tool_cancelled, commit_inferred from side_effects") == [
         ("send_email", "interrupted", True, False)
+    ]
+
+
+@pytest.mark.slow
+def test_an_approval_the_application_records_is_read_and_one_it_does_not_is_a_finding(
+    framework_store: Callable[[str], FrameworkRun],
+) -> None:
+    """send_email requires approval: the run asking for it ends, a second executes the approved call. The
+    application that emits approval.granted naming the call, on its span around that second run, has no
+    finding; the one that approves without saying so has an unapproved_side_effect, as the spans show."""
+    registry = REGISTRY + "requires_approval = true\n"  # send_email's entry comes last
+    run = framework_store("run_pydantic_ai_approval.py", registry=registry)
+    assert run.output.count("e-mail sent") == 2
+    assert run.query("select session_id, status from turns order by started_wall_ns") == [
+        ("session-recorded", "completed"), ("session-recorded", "completed"),
+        ("session-unrecorded", "completed"), ("session-unrecorded", "completed"),
+    ]
+    ledger = """
+        select session_id, status, requires_approval, approval_granted_hlc < committed_hlc
+        from side_effects order by session_id"""
+    assert run.query(ledger) == [
+        ("session-recorded", "committed", True, True),
+        ("session-unrecorded", "committed", True, None),
+    ]
+    assert run.query("select session_id, kind from divergences where kind like 'unapproved%'") == [
+        ("session-unrecorded", "unapproved_side_effect")
     ]
