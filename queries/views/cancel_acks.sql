@@ -5,7 +5,7 @@
 --   origin: turnlens.cancel.origin of the first request (user_clicked / user_typed / timeout / client_disconnect); for
 --     a cancel inferred from a framework's spans, how it was inferred (inferred.exception, inferred.no_finish_reason,
 --     inferred.error_finish_reason, inferred.span_never_ended, inferred.tool_without_result: see
---     inferred_cancels_from).
+--     inferred_steps_from).
 --   requested_layer: the layer where the cancel entered.
 --   requested_hlc: packed HLC of the first cancel.requested.
 --   requested_at: the same instant as a timestamp (HLC physical part).
@@ -129,7 +129,7 @@ cancel_rows as (
     from cancel_steps
     union all  -- the cancels a framework's spans show without declaring them (turn_events.sql)
     select session_id, turn_id, step, layer, order_hlc, cancel_origin, hlc_source
-    from inferred_cancels_from('resolved')
+    from inferred_steps_from('resolved')
 )
 
 select * from cancel_acks_of('cancel_rows');

@@ -12,7 +12,7 @@
 --   requires_approval: whether a commit needs approval.granted first (always for hard_irreversible).
 --   side_effecting: the tier is above read_only.
 --   idempotency_key: turnlens.idempotency_key of the call; null when it never carried one.
---   status: the furthest phase reached: compensated, committed, failed, discarded, prepared, dispatched, buffered; for a framework tool span without lifecycle events: committed (side-effecting tier, inferred), succeeded, failed, running, or interrupted (it ended by the cancellation while it ran, with a CancelledError or GeneratorExit, or without its result and nothing after it: whether its side effect happened is unknown).
+--   status: the furthest phase reached: compensated, committed, failed, discarded, prepared, dispatched, buffered; for a framework tool span without lifecycle events: committed (side-effecting tier, inferred), succeeded, failed, running, interrupted (it ended by the cancellation while it ran, with a CancelledError or GeneratorExit, or without its result and nothing after it: whether its side effect happened is unknown), or awaiting_approval (approval.requested, none granted nor denied: the run paused to ask; the call has not run).
 --   buffered_hlc: tool.buffered (speculative call queued).
 --   dispatched_hlc: tool.dispatched, else the start of a framework tool span.
 --   prepared_hlc: tool.prepared.
@@ -25,7 +25,7 @@
 --   commits: how many tool.committed events the call has.
 --   compensations: how many tool.compensated events the call has.
 --   tool_cancelled: the tool layer acknowledged a cancel for this call (a framework tool span: it ended by the
---     cancellation, or without its result: inferred_cancels_from).
+--     cancellation, or without its result: inferred_steps_from).
 --   approval_requested_hlc: approval.requested for this call.
 --   approval_granted_hlc: the first approval.granted for this call.
 --   approval_denied_hlc: the first approval.denied for this call.
@@ -143,6 +143,8 @@ with_commit as (  -- a framework tool span without lifecycle events that ended w
                 and tool_span_end_hlc is not null
                 and not coalesce(tool_span_error, false)
                 and not tool_cancelled
+                -- a call asked for approval runs once it is granted (the OpenAI Agents SDK's pause: inferred)
+                and (approval_requested_hlc is null or approval_granted_hlc is not null)
                 and tier in ('button_reversible', 'soft_irreversible', 'hard_irreversible'),
             false
         ) as commit_inferred
@@ -171,6 +173,8 @@ select
         when buffered_hlc is not null then 'buffered'
         when open_tool_spans > 0 then 'running'
         when tool_cancelled then 'interrupted'  -- no lifecycle event: a framework's span ended by the cancellation
+        when approval_requested_hlc is not null and approval_granted_hlc is null and approval_denied_hlc is null
+            then 'awaiting_approval'
         when tool_span_error then 'failed'
         else 'succeeded'
     end as status,

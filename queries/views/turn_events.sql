@@ -5,8 +5,8 @@
 --   trace_id: the trace of the span the row comes from.
 --   span_id: the span the row comes from.
 --   parent_span_id: that span's parent.
---   source: span_start, span_end, event, or inferred (a cancel a framework's spans show without declaring it:
---     inferred_cancels_from).
+--   source: span_start, span_end, event, or inferred (a cancel, or a request for approval, a framework's spans show
+--     without declaring it: inferred_steps_from).
 --   event_index: the event's position in its span (1-based); 0 for a span start, null for a span end.
 --   name: the event name, or the span name for span starts and ends.
 --   step: the contract step this row is (cancel.requested, tool.committed, ...); null for plain span starts and ends,
@@ -168,7 +168,7 @@ select
     case when hlc is null then list_filter(events, lambda e: e.name = 'exception') else [] end as events
 from query_table(spans);
 
--- inferred_cancels_from(spans): rows in turn_events' shape (source `inferred`) for the cancellations a framework's
+-- inferred_steps_from(spans): rows in turn_events' shape (source `inferred`) for the cancellations a framework's
 -- spans show without declaring them, in turns whose spans carry no HLC (a contract turn declares its cancels).
 -- A cancel.requested row at the earliest signal, its cancel_origin saying which signal it is:
 --   inferred.exception: a span ended with a cancellation exception (CancelledError, GeneratorExit) as an exception
@@ -181,13 +181,15 @@ from query_table(spans);
 --   inferred.tool_without_result: a tool span that lasted 10 ms or more ended without its result
 --     (is_resultless_tool), and no model call of the turn started after it (the model never saw a result); at the
 --     tool span's end. Shorter, it is the OpenAI Agents SDK pausing the run for a tool that needs approval (its span
---     ends at once, without result, the tool not run): no stop. A tool that returns nothing in a run configured to
---     stop at that tool (the SDK's stop_on_first_tool) reads as a stop.
+--     ends at once, without result, the tool not run): no stop, but an approval.requested row (below). A tool that
+--     returns nothing in a run configured to stop at that tool (the SDK's stop_on_first_tool) reads as a stop.
 -- And a cancel.acknowledged row at the end of each span that ended by the cancellation exception, and of each tool
 -- span ended without its result (it stopped because of it), so cancel-to-ack is the time from the first
 -- cancellation to the last span it stopped; without such a span nothing shows when the cancel was acknowledged,
 -- and cancel_to_ack_ms is null (unknown).
-create or replace macro inferred_cancels_from(spans) as table
+-- And an approval.requested row (its turnlens.inferred 'paused_tool') at the end of a tool span shorter than 10 ms
+-- that ended without its result with no model call after it: the run paused to ask for approval of that call.
+create or replace macro inferred_steps_from(spans) as table
 with input as materialized (  -- read once: every CTE below reads it again
     select * from framework_input_of(spans)
 ),
@@ -209,8 +211,7 @@ framework_spans as (
         ) as cancel_exception_ns,
         is_model_span(s.attributes) as model_span,
         is_run_span(s.attributes) as run_span,
-        is_resultless_tool(s.attributes, s.status_code)
-            and s.end_time_unix_nano - s.start_time_unix_nano >= 10000000 as resultless_tool,  -- 10 ms: not a pause
+        is_resultless_tool(s.attributes, s.status_code) and s.end_time_unix_nano is not null as resultless_tool,
         case when is_model_span(s.attributes) then model_finish_reason(s.attributes) end as finish_reason
     from input as s
     anti join contract_turns as c using (turn_id)
@@ -230,13 +231,19 @@ orphans as (  -- a span that never ended under a parent that did
     where c.end_time_unix_nano is null and p.end_time_unix_nano is not null
 ),
 
-tools_without_result as (  -- a tool span ended without its result, and no model call of its turn came after
-    select t.session_id, t.turn_id, t.span_id, t.layer, t.end_time_unix_nano as ns
+unanswered_tools as (  -- a tool span ended without its result, and no model call of its turn came after
+    select
+        t.session_id, t.turn_id, t.span_id, t.layer, t.end_time_unix_nano as ns,
+        t.end_time_unix_nano - t.start_time_unix_nano < 10000000 as paused  -- 10 ms: the SDK asked for approval
     from framework_spans as t
     anti join framework_spans as m
         on m.session_id = t.session_id and m.turn_id = t.turn_id and m.model_span
         and m.start_time_unix_nano >= t.end_time_unix_nano
     where t.resultless_tool
+),
+
+tools_without_result as (  -- stopped while they ran
+    select session_id, turn_id, span_id, layer, ns from unanswered_tools where not paused
 ),
 
 last_model as (
@@ -287,6 +294,12 @@ acknowledged as (
     left join tools_without_result as t
         on t.session_id = s.session_id and t.turn_id = s.turn_id and t.span_id = s.span_id
     where (s.cancel_exception_ns is not null or t.span_id is not null) and s.end_time_unix_nano >= r.wall_ns
+),
+
+approvals_requested as (
+    select session_id, turn_id, span_id, layer, ns as wall_ns, 'approval.requested' as step,
+        null::varchar as cancel_origin
+    from unanswered_tools where paused
 )
 
 select
@@ -295,8 +308,9 @@ select
     s.name as span_name, s.kind as span_kind, s.status_code, x.wall_ns, null::bigint as hlc,
     'wall_clock' as hlc_source, (x.wall_ns // 1000000) << 16 as order_hlc, x.wall_ns // 1000000 as hlc_ms,
     null::double as skew_ms, x.cancel_origin,
-    json_object('turnlens.cancel.origin', x.cancel_origin) as attributes
-from (select * from requested union all select * from acknowledged) as x
+    case when x.step = 'approval.requested' then json_object('turnlens.inferred', 'paused_tool')
+        else json_object('turnlens.cancel.origin', x.cancel_origin) end as attributes
+from (select * from requested union all select * from acknowledged union all select * from approvals_requested) as x
 join framework_spans as s using (turn_id, span_id);
 
 -- turnlens_hlc(value): a carried turnlens.hlc, or null when it cannot be one: negative, or a physical part past
@@ -536,7 +550,7 @@ select  -- an inferred row of a tool span (the acknowledgement of a tool the can
     i.*,
     tool_call_of(f.call_id, f.tool_name, i.layer, j.call_id, i.span_id) as tool_call_id,
     case when not is_tool_batch(f.tool_name) then f.tool_name end as tool_name
-from inferred_cancels_from('framework_input') as i
+from inferred_steps_from('framework_input') as i
 left join (
     select
         trace_id, span_id,

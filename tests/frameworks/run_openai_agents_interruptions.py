@@ -4,7 +4,8 @@
   after one). The SDK runs a plain function tool in a worker thread; cancelling the run cancels the task
   awaiting it, not the thread, which goes on and sends the e-mail. The program prints when it did.
 - session-approval: the tool needs approval (`needs_approval=True`): the run pauses with an interruption, the
-  program approves it and resumes the run, which sends the e-mail.
+  program approves it and resumes the run, which sends the e-mail. The resumed run is wrapped in the SDK's
+  `trace(...)`: OpenInference exports no span of a run resumed without one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import time
 
 import scenario_harness as harness
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_trace_processors
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_trace_processors, trace
 from openai import AsyncOpenAI
 from openinference.instrumentation import using_session
 from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
@@ -59,7 +60,9 @@ def main() -> None:
             state = paused.to_state()
             for request in paused.interruptions:
                 state.approve(request)
-            print("resumed:", (await Runner.run(approving, state)).final_output, flush=True)
+            with trace("resumed run"):
+                resumed = await Runner.run(approving, state)
+            print("resumed:", resumed.final_output, flush=True)
 
     async def both() -> None:  # one event loop: the client's connections belong to it
         await stopped()

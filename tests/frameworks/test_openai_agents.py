@@ -27,18 +27,20 @@ def test_a_run_interrupted_during_a_tool_reads_as_stopped_or_paused(
     SDK ends every span with an ok status and no exception; what shows the stop is the tool span, which kept
     the call's input but never got its result, with no model call after it: the turn is cancelled, the call
     interrupted. session-approval: the SDK pauses the run for the tool's approval, and its tool span has no
-    result either (it ends at once): no stop."""
+    result either, but ends at once: no stop, a call awaiting approval; the resumed run commits it."""
     run = framework_store("run_openai_agents_interruptions.py")
     assert "e-mail sent" in run.output and "resumed: Sent." in run.output  # what happened in the world
     turns = run.query("select session_id, status, cancel_origin from turns order by started_wall_ns")
     assert turns == [
         ("session-stop", "cancelled", "inferred.tool_without_result"),
-        # OpenInference exports none of the resumed run's spans: the turn is the paused run
-        ("session-approval", "completed", None),
+        ("session-approval", "completed", None),  # the paused run
+        ("session-approval", "completed", None),  # the resumed one, in a trace of its own
     ]
-    ledger = "select session_id, tool_name, status, tool_cancelled from side_effects order by session_id"
+    ledger = """
+        select session_id, tool_name, status, tool_cancelled, approval_requested_hlc is not null
+        from side_effects order by session_id, started_ns"""
     assert run.query(ledger) == [
-        # the paused call reads as committed at its span's end (docs/frameworks.md)
-        ("session-approval", "send_email", "committed", False),
-        ("session-stop", "send_email", "interrupted", True),
+        ("session-approval", "send_email", "awaiting_approval", False, True),
+        ("session-approval", "send_email", "committed", False, False),
+        ("session-stop", "send_email", "interrupted", True, False),
     ]

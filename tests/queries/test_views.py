@@ -867,8 +867,8 @@ def test_a_framework_tool_the_stop_interrupted_is_neither_failed_nor_committed(k
         ("returned nothing, the model went on", ("completed", None), ("committed", False)),
         ("recorded no content", ("completed", None), ("committed", False)),
         ("failed", ("completed", None), ("failed", False)),
-        # what the SDK leaves of a run it paused for a tool that needs approval: the call reads as committed
-        ("paused for approval", ("completed", None), ("committed", False)),
+        # what the SDK leaves of a run it paused for a tool that needs approval: asked, not run
+        ("paused for approval", ("completed", None), ("awaiting_approval", False)),
     ],
     ids=["stopped", "returned-nothing", "no-content", "failed", "paused"],
 )
@@ -907,6 +907,8 @@ def test_an_openinference_tool_span_without_its_result_is_a_stop_only_if_nothing
     assert con.execute("select tool_call_id, status, tool_cancelled from side_effects").fetchall() == [
         ("call-1", *expected_call)
     ]
+    asked = con.execute("select approval_requested_hlc >> 16 from side_effects").fetchall()
+    assert asked == [(kit.ns(211) // 1_000_000 if case == "paused for approval" else None,)]
     if case == "stopped":  # the stop is at the tool span's end, which acknowledged it then
         assert con.execute(
             "select origin, cancel_to_ack_ms, requested_hlc >> 16 from cancel_acks"
