@@ -187,8 +187,12 @@ from query_table(spans);
 -- span ended without its result (it stopped because of it), so cancel-to-ack is the time from the first
 -- cancellation to the last span it stopped; without such a span nothing shows when the cancel was acknowledged,
 -- and cancel_to_ack_ms is null (unknown).
--- And an approval.requested row (its turnlens.inferred 'paused_tool') at the end of a tool span shorter than 10 ms
--- that ended without its result with no model call after it: the run paused to ask for approval of that call.
+-- And an approval.requested row for each call a run paused to ask approval for, naming it (inferred_call_id,
+-- inferred_tool_name where the row's span does not), its turnlens.inferred saying how it shows:
+--   'paused_tool': a tool span shorter than 10 ms that ended without its result, with no model call after it (the
+--     OpenAI Agents SDK); at its end.
+--   'deferred_tool_requests': an agent run whose final_result lists the calls awaiting approval (pydantic-ai's
+--     DeferredToolRequests, {"approvals": [{"tool_name", "tool_call_id"}, ...]}); at the run's end.
 create or replace macro inferred_steps_from(spans) as table
 with input as materialized (  -- read once: every CTE below reads it again
     select * from framework_input_of(spans)
@@ -212,6 +216,8 @@ framework_spans as (
         is_model_span(s.attributes) as model_span,
         is_run_span(s.attributes) as run_span,
         is_resultless_tool(s.attributes, s.status_code) and s.end_time_unix_nano is not null as resultless_tool,
+        case when contains(s.attributes, '"approvals') and is_run_span(s.attributes) and s.end_time_unix_nano is not null
+            then json_text(json_extract_string(s.attributes, '$.final_result')) end as final_result_json,
         case when is_model_span(s.attributes) then model_finish_reason(s.attributes) end as finish_reason
     from input as s
     anti join contract_turns as c using (turn_id)
@@ -298,8 +304,23 @@ acknowledged as (
 
 approvals_requested as (
     select session_id, turn_id, span_id, layer, ns as wall_ns, 'approval.requested' as step,
-        null::varchar as cancel_origin
+        null::varchar as cancel_origin, 'paused_tool' as how, null::varchar as call_id, null::varchar as tool
     from unanswered_tools where paused
+    union all
+    select session_id, turn_id, span_id, layer, end_time_unix_nano, 'approval.requested', null,
+        'deferred_tool_requests', json_extract_string(a, '$.tool_call_id'), json_extract_string(a, '$.tool_name')
+    from (
+        select *, unnest(cast(json_extract(final_result_json, '$.approvals[*]') as json[])) as a
+        from framework_spans
+        where final_result_json is not null
+    )
+    where json_extract_string(a, '$.tool_call_id') is not null
+),
+
+cancel_steps as (
+    select *, null::varchar as how, null::varchar as call_id, null::varchar as tool from requested
+    union all
+    select *, null, null, null from acknowledged
 )
 
 select
@@ -308,9 +329,10 @@ select
     s.name as span_name, s.kind as span_kind, s.status_code, x.wall_ns, null::bigint as hlc,
     'wall_clock' as hlc_source, (x.wall_ns // 1000000) << 16 as order_hlc, x.wall_ns // 1000000 as hlc_ms,
     null::double as skew_ms, x.cancel_origin,
-    case when x.step = 'approval.requested' then json_object('turnlens.inferred', 'paused_tool')
-        else json_object('turnlens.cancel.origin', x.cancel_origin) end as attributes
-from (select * from requested union all select * from acknowledged union all select * from approvals_requested) as x
+    case when x.how is not null then json_object('turnlens.inferred', x.how)
+        else json_object('turnlens.cancel.origin', x.cancel_origin) end as attributes,
+    x.call_id as inferred_call_id, x.tool as inferred_tool_name
+from (select * from cancel_steps union all select * from approvals_requested) as x
 join framework_spans as s using (turn_id, span_id);
 
 -- turnlens_hlc(value): a carried turnlens.hlc, or null when it cannot be one: negative, or a physical part past
@@ -547,9 +569,9 @@ select
 from contract_rows
 union all by name
 select  -- an inferred row of a tool span (the acknowledgement of a tool the cancellation stopped) names its call
-    i.*,
-    tool_call_of(f.call_id, f.tool_name, i.layer, j.call_id, i.span_id) as tool_call_id,
-    case when not is_tool_batch(f.tool_name) then f.tool_name end as tool_name
+    i.* exclude (inferred_call_id, inferred_tool_name),
+    coalesce(i.inferred_call_id, tool_call_of(f.call_id, f.tool_name, i.layer, j.call_id, i.span_id)) as tool_call_id,
+    coalesce(i.inferred_tool_name, case when not is_tool_batch(f.tool_name) then f.tool_name end) as tool_name
 from inferred_steps_from('framework_input') as i
 left join (
     select

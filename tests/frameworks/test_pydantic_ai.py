@@ -36,9 +36,9 @@ def test_a_tool_running_when_the_user_stops_is_interrupted_not_failed(
 def test_an_approval_the_application_records_is_read_and_one_it_does_not_is_a_finding(
     framework_store: Callable[[str], FrameworkRun],
 ) -> None:
-    """send_email requires approval: the run asking for it ends, a second executes the approved call. The
-    application that emits approval.granted naming the call, on its span around that second run, has no
-    finding; the one that approves without saying so has an unapproved_side_effect, as the spans show."""
+    """send_email requires approval: the run asking for it ends (the call awaits approval), a second executes
+    the approved call. The application that emits approval.granted naming the call, on its span around that
+    second run, has no finding; the one that approves without saying so has an unapproved_side_effect."""
     registry = REGISTRY + "requires_approval = true\n"  # send_email's entry comes last
     run = framework_store("run_pydantic_ai_approval.py", registry=registry)
     assert run.output.count("e-mail sent") == 2
@@ -47,11 +47,14 @@ def test_an_approval_the_application_records_is_read_and_one_it_does_not_is_a_fi
         ("session-unrecorded", "completed"), ("session-unrecorded", "completed"),
     ]
     ledger = """
-        select session_id, status, requires_approval, approval_granted_hlc < committed_hlc
-        from side_effects order by session_id"""
+        select session_id, tool_call_id, status, requires_approval, approval_granted_hlc < committed_hlc
+        from side_effects order by session_id, started_ns"""
     assert run.query(ledger) == [
-        ("session-recorded", "committed", True, True),
-        ("session-unrecorded", "committed", True, None),
+        # the run asking for approval ends with the call listed in its final_result: it awaits approval
+        ("session-recorded", "call_email_1", "awaiting_approval", True, None),
+        ("session-recorded", "call_email_1", "committed", True, True),
+        ("session-unrecorded", "call_email_1", "awaiting_approval", True, None),
+        ("session-unrecorded", "call_email_1", "committed", True, None),
     ]
     assert run.query("select session_id, kind from divergences where kind like 'unapproved%'") == [
         ("session-unrecorded", "unapproved_side_effect")

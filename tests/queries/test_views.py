@@ -915,6 +915,37 @@ def test_an_openinference_tool_span_without_its_result_is_a_stop_only_if_nothing
         ).fetchall() == [("inferred.tool_without_result", 0, kit.ns(990) // 1_000_000)]
 
 
+@pytest.mark.parametrize(
+    ("final_result", "awaiting"),
+    [
+        (json.dumps({"calls": [], "approvals": [{"tool_name": "send_email", "tool_call_id": "call-1"}]}),
+         [("call-1", "send_email", "awaiting_approval")]),
+        ("No approvals were needed.", []),  # a plain answer that says the word
+        (json.dumps({"approvals": "all"}), []),  # an output of the user's own shape
+        (json.dumps({"approvals": [{"tool_name": "send_email"}]}), []),  # no call to name
+        ('{"approvals": [', []),  # cut short
+    ],
+    ids=["deferred", "text", "not-a-list", "no-call-id", "not-json"],
+)
+def test_a_pydantic_ai_run_ending_with_deferred_approvals_leaves_its_calls_awaiting(
+    kit: Any, final_result: str, awaiting: list
+) -> None:
+    """pydantic-ai's run that asks for approval (a tool with requires_approval) ends with DeferredToolRequests
+    as its final_result, listing the calls; they did not run. Each is an inferred approval.requested and a
+    ledger row awaiting approval; nothing else in a final_result reads so."""
+    f = dict(session=None, turn=None, trace="def", node="app")
+    run = {c.GEN_AI_OPERATION_NAME: "invoke_agent", c.GEN_AI_CONVERSATION_ID: "s-def"}
+    run["final_result"] = final_result
+    asks = {c.GEN_AI_OPERATION_NAME: "chat", c.FINISH_REASONS: ["tool_call"]}
+    con = kit.store([
+        kit.span("invoke_agent assistant", 0, 300, span_id="run", **f, attrs=run),
+        kit.span("chat m", 10, 200, span_id="chat", parent="run", **f, attrs=asks),
+    ], registry_toml='[tools.send_email]\ntier = "soft_irreversible"\nrequires_approval = true\n')
+    assert con.execute("select tool_call_id, tool_name, status from side_effects").fetchall() == awaiting
+    assert con.execute("select status from turns").fetchall() == [("completed",)]
+    assert con.execute("select count(*) from divergences").fetchall() == [(0,)]
+
+
 def test_a_tool_span_without_call_id_takes_the_id_the_model_requested(kit: Any) -> None:
     con = kit.store(_framework_turn(kit, "ids", last_chat_finish=["stop"]))
     ledger = con.execute(
