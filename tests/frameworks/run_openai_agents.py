@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 
 import scenario_harness as harness
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_trace_processors, trace
-from openai import AsyncOpenAI
+from agents import Agent, Runner, function_tool, trace
 from openinference.instrumentation import using_session
-from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
 
 @function_tool
@@ -29,17 +27,9 @@ def send_email(to: str, body: str) -> str:
 
 
 def main() -> None:
-    endpoints = harness.parse_endpoints()
-    provider = harness.tracer_provider(endpoints, "openai-agents-app")
-    set_trace_processors([])  # no export to the OpenAI platform: only OpenInference's processor
-    OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
-    client = AsyncOpenAI(base_url=endpoints.openai, api_key="sk-test")
-    agent = Agent(
-        name="assistant",
-        instructions="Help the user.",
-        model=OpenAIChatCompletionsModel(model="mock-model", openai_client=client),
-        tools=[get_weather, send_email],
-    )
+    provider, model = harness.openai_agents_model(harness.parse_endpoints())
+    tools = [get_weather, send_email]
+    agent = Agent(name="assistant", instructions="Help the user.", model=model, tools=tools)
 
     async def ask(session: str, prompt: str) -> object:
         if prompt == harness.LONG:

@@ -14,10 +14,8 @@ import asyncio
 import time
 
 import scenario_harness as harness
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_trace_processors, trace
-from openai import AsyncOpenAI
+from agents import Agent, Runner, function_tool, trace
 from openinference.instrumentation import using_session
-from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
 TOOL_SECONDS = 2.0  # the user stops after harness.CANCEL_AFTER_S, while the tool runs
 
@@ -30,19 +28,11 @@ def send_email(to: str, body: str) -> str:
 
 
 def main() -> None:
-    endpoints = harness.parse_endpoints()
-    provider = harness.tracer_provider(endpoints, "openai-agents-app")
-    set_trace_processors([])  # no export to the OpenAI platform: only OpenInference's processor
-    OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
-    client = AsyncOpenAI(base_url=endpoints.openai, api_key="sk-test")
+    provider, model = harness.openai_agents_model(harness.parse_endpoints())
 
     def agent(needs_approval: bool) -> Agent:
-        return Agent(
-            name="assistant",
-            instructions="Help the user.",
-            model=OpenAIChatCompletionsModel(model="mock-model", openai_client=client),
-            tools=[function_tool(send_email, needs_approval=needs_approval)],
-        )
+        tools = [function_tool(send_email, needs_approval=needs_approval)]
+        return Agent(name="assistant", instructions="Help the user.", model=model, tools=tools)
 
     async def stopped() -> None:
         async def turn() -> object:

@@ -112,6 +112,21 @@ async def ask_pydantic_agent(agent: Any, prompt: str) -> object:
     return (await agent.run(prompt)).output
 
 
+def openai_agents_model(endpoints: Endpoints) -> tuple[TracerProvider, Any]:
+    """The OpenAI Agents SDK traced by OpenInference into the collector (no export to the OpenAI platform),
+    and its chat-completions model on the mock server (the OpenAI Agents scenarios; imported here only when
+    one of them runs)."""
+    from agents import OpenAIChatCompletionsModel, set_trace_processors
+    from openai import AsyncOpenAI
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    provider = tracer_provider(endpoints, "openai-agents-app")
+    set_trace_processors([])  # only OpenInference's processor
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
+    client = AsyncOpenAI(base_url=endpoints.openai, api_key="sk-test")
+    return provider, OpenAIChatCompletionsModel(model="mock-model", openai_client=client)
+
+
 def tracer_provider(endpoints: Endpoints, service: str) -> TracerProvider:
     """The standard OTLP/HTTP span exporter, exporting each span as it ends (no batching to wait for)."""
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
