@@ -168,8 +168,9 @@ select
     case when hlc is null then list_filter(events, lambda e: e.name = 'exception') else [] end as events
 from query_table(spans);
 
--- inferred_steps_from(spans): rows in turn_events' shape (source `inferred`) for the cancellations a framework's
--- spans show without declaring them, in turns whose spans carry no HLC (a contract turn declares its cancels).
+-- inferred_steps_from(spans): rows in turn_events' shape (source `inferred`) for the cancellations, and the requests
+-- for approval, a framework's spans show without declaring them, in turns whose spans carry no HLC (a contract turn
+-- declares its own).
 -- A cancel.requested row at the earliest signal, its cancel_origin saying which signal it is:
 --   inferred.exception: a span ended with a cancellation exception (CancelledError, GeneratorExit) as an exception
 --     event or its status message; at the first such exception.
