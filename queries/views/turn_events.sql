@@ -123,6 +123,13 @@ create or replace macro is_resultless_tool(attributes, status_code) as (
     )
 );
 
+-- is_graph_interrupt(type): LangGraph's exception for a run pausing to ask a person (interrupt(): GraphInterrupt, or
+-- the older NodeInterrupt), whatever module path precedes it. OpenInference records it as an exception event of the
+-- span interrupt() was called in, whose status stays ok.
+create or replace macro is_graph_interrupt(text) as (
+    coalesce(regexp_matches(text, '(^|[.\s])(GraphInterrupt|NodeInterrupt)\b'), false)
+);
+
 -- is_cancellation(type_or_message): an exception that means "cancelled": asyncio's CancelledError, a generator
 -- closed early (GeneratorExit), whatever module path the framework writes before them.
 create or replace macro is_cancellation(text) as (
@@ -192,6 +199,8 @@ from query_table(spans);
 -- inferred_tool_name where the row's span does not), its turnlens.inferred saying how it shows:
 --   'paused_tool': a tool span shorter than 10 ms that ended without its result, with no model call after it (the
 --     OpenAI Agents SDK); at its end.
+--   'graph_interrupt': such a tool span, whatever its length, with LangGraph's GraphInterrupt exception (the tool
+--     called interrupt() to ask before it acts); at its end.
 --   'deferred_tool_requests': an agent run whose final_result lists the calls awaiting approval (pydantic-ai's
 --     DeferredToolRequests, {"approvals": [{"tool_name", "tool_call_id"}, ...]}); at the run's end.
 create or replace macro inferred_steps_from(spans) as table
@@ -217,6 +226,8 @@ framework_spans as (
         is_model_span(s.attributes) as model_span,
         is_run_span(s.attributes) as run_span,
         is_resultless_tool(s.attributes, s.status_code) and s.end_time_unix_nano is not null as resultless_tool,
+        len(list_filter(s.events, lambda e: e.name = 'exception'
+            and is_graph_interrupt(json_extract_string(e.attributes, '$."exception.type"')))) > 0 as graph_interrupt,
         case when contains(s.attributes, '"approvals') and is_run_span(s.attributes) and s.end_time_unix_nano is not null
             then json_text(json_extract_string(s.attributes, '$.final_result')) end as final_result_json,
         case when is_model_span(s.attributes) then model_finish_reason(s.attributes) end as finish_reason
@@ -241,7 +252,11 @@ orphans as (  -- a span that never ended under a parent that did
 unanswered_tools as (  -- a tool span ended without its result, and no model call of its turn came after
     select
         t.session_id, t.turn_id, t.span_id, t.layer, t.end_time_unix_nano as ns,
-        t.end_time_unix_nano - t.start_time_unix_nano < 10000000 as paused  -- 10 ms: the SDK asked for approval
+        case
+            when t.graph_interrupt then 'graph_interrupt'
+            -- 10 ms: the OpenAI Agents SDK asked for approval
+            when t.end_time_unix_nano - t.start_time_unix_nano < 10000000 then 'paused_tool'
+        end as paused
     from framework_spans as t
     anti join framework_spans as m
         on m.session_id = t.session_id and m.turn_id = t.turn_id and m.model_span
@@ -250,7 +265,7 @@ unanswered_tools as (  -- a tool span ended without its result, and no model cal
 ),
 
 tools_without_result as (  -- stopped while they ran
-    select session_id, turn_id, span_id, layer, ns from unanswered_tools where not paused
+    select session_id, turn_id, span_id, layer, ns from unanswered_tools where paused is null
 ),
 
 last_model as (
@@ -305,8 +320,8 @@ acknowledged as (
 
 approvals_requested as (
     select session_id, turn_id, span_id, layer, ns as wall_ns, 'approval.requested' as step,
-        null::varchar as cancel_origin, 'paused_tool' as how, null::varchar as call_id, null::varchar as tool
-    from unanswered_tools where paused
+        null::varchar as cancel_origin, paused as how, null::varchar as call_id, null::varchar as tool
+    from unanswered_tools where paused is not null
     union all
     select session_id, turn_id, span_id, layer, end_time_unix_nano, 'approval.requested', null,
         'deferred_tool_requests', json_extract_string(a, '$.tool_call_id'), json_extract_string(a, '$.tool_name')

@@ -19,3 +19,23 @@ def test_langgraph_turns_read_as_meant(framework_store: Callable[[str], Framewor
     assert ack_ms is not None and 0 <= ack_ms < 1000 and layers == ["runtime"]
     # the exception events are no steps on the turn's timeline
     assert run.query("select count(*) from turn_timeline where name = 'exception'") == [(0,)]
+
+
+@pytest.mark.slow
+def test_a_tool_asking_a_person_with_interrupt_awaits_approval_and_commits_once_resumed(
+    framework_store: Callable[[str], FrameworkRun],
+) -> None:
+    """send_email drafts for 50 ms, then calls interrupt() to ask whether to send: the run pauses, its tool
+    span ends without result and with LangGraph's GraphInterrupt. That is a pause, not a stop, whatever the
+    span's length: the call awaits approval. The resumed run (another trace) sends the e-mail."""
+    run = framework_store("run_langgraph_interrupt.py")
+    assert "e-mail sent" in run.output and "resumed: Sent." in run.output
+    assert run.query("select status, cancel_origin from turns order by started_wall_ns") == [
+        ("completed", None), ("completed", None)
+    ]
+    ledger = """
+        select tool_name, status, approval_requested_hlc is not null from side_effects order by started_ns"""
+    assert run.query(ledger) == [
+        ("send_email", "awaiting_approval", True),
+        ("send_email", "committed", False),
+    ]

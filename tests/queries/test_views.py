@@ -869,8 +869,10 @@ def test_a_framework_tool_the_stop_interrupted_is_neither_failed_nor_committed(k
         ("failed", ("completed", None), ("failed", False)),
         # what the SDK leaves of a run it paused for a tool that needs approval: asked, not run
         ("paused for approval", ("completed", None), ("awaiting_approval", False)),
+        # LangGraph: the tool called interrupt() to ask a person, after work of its own
+        ("graph interrupt", ("completed", None), ("awaiting_approval", False)),
     ],
-    ids=["stopped", "returned-nothing", "no-content", "failed", "paused"],
+    ids=["stopped", "returned-nothing", "no-content", "failed", "paused", "graph-interrupt"],
 )
 def test_an_openinference_tool_span_without_its_result_is_a_stop_only_if_nothing_followed(
     kit: Any, case: str, expected_turn: tuple, expected_call: tuple
@@ -879,8 +881,8 @@ def test_an_openinference_tool_span_without_its_result_is_a_stop_only_if_nothing
     it keeps the call's input.value and never gets its output.value, and no model call follows. A tool that
     returned nothing has no output either, but the model is called again with its result; a span recording
     no content (the SDK's sensitive data off) has neither; a failed tool has an error status; a run the SDK
-    pauses for a tool that needs approval ends the tool's span at once (1 ms here), without result. None is a
-    stop."""
+    pauses for a tool that needs approval ends the tool's span at once (1 ms here), without result;
+    LangGraph's interrupt() in a tool leaves its GraphInterrupt on the span. None is a stop."""
     f = dict(session=None, turn=None, trace="oi", node="app")
     session = {"session.id": "s-oi"}
     asks = {
@@ -890,13 +892,16 @@ def test_an_openinference_tool_span_without_its_result_is_a_stop_only_if_nothing
     }
     tool = {**session, "openinference.span.kind": "TOOL", c.TOOL_NAME: "send_email"}
     run = {**session, "openinference.span.kind": "AGENT"}
+    interrupt = []
+    if case == "graph interrupt":
+        interrupt = [kit.event("exception", 989, **{"exception.type": "langgraph.errors.GraphInterrupt"})]
     if case != "recorded no content":
         tool["input.value"] = json.dumps({"to": "ops@example.com"})
     rows = [
         kit.span("assistant", 0, 1000, span_id="run", **f, attrs=run),
         kit.span("generation", 10, 200, span_id="ask", parent="run", **f, attrs=asks),
         kit.span("send_email", 210, 211 if case == "paused for approval" else 990, span_id="tool",
-                 parent="run", **f, attrs=tool,
+                 parent="run", **f, attrs=tool, events=interrupt,
                  status="error" if case == "failed" else "ok"),
     ]
     if case == "returned nothing, the model went on":
@@ -908,7 +913,8 @@ def test_an_openinference_tool_span_without_its_result_is_a_stop_only_if_nothing
         ("call-1", *expected_call)
     ]
     asked = con.execute("select approval_requested_hlc >> 16 from side_effects").fetchall()
-    assert asked == [(kit.ns(211) // 1_000_000 if case == "paused for approval" else None,)]
+    paused_at = {"paused for approval": kit.ns(211) // 1_000_000, "graph interrupt": kit.ns(990) // 1_000_000}
+    assert asked == [(paused_at.get(case),)]
     if case == "stopped":  # the stop is at the tool span's end, which acknowledged it then
         assert con.execute(
             "select origin, cancel_to_ack_ms, requested_hlc >> 16 from cancel_acks"
