@@ -10,9 +10,7 @@ import asyncio
 
 import scenario_harness as harness
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
 from langgraph.prebuilt import create_react_agent
-from openinference.instrumentation.langchain import LangChainInstrumentor
 
 
 @tool
@@ -28,10 +26,7 @@ def send_email(to: str, body: str) -> str:
 
 
 def main() -> None:
-    endpoints = harness.parse_endpoints()
-    provider = harness.tracer_provider(endpoints, "langgraph-app")
-    LangChainInstrumentor().instrument(tracer_provider=provider)
-    model = ChatOpenAI(model="mock-model", base_url=endpoints.openai, api_key="sk-test", stream_usage=True)
+    provider, model = harness.langgraph_model(harness.parse_endpoints())
     agent = create_react_agent(model, [get_weather, send_email])
 
     async def ask(session: str, prompt: str) -> object:

@@ -9,11 +9,9 @@ import time
 
 import scenario_harness as harness
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
 from langgraph.types import Command, interrupt
-from openinference.instrumentation.langchain import LangChainInstrumentor
 
 SESSION = "session-interrupt"
 
@@ -29,10 +27,7 @@ def send_email(to: str, body: str) -> str:
 
 
 def main() -> None:
-    endpoints = harness.parse_endpoints()
-    provider = harness.tracer_provider(endpoints, "langgraph-app")
-    LangChainInstrumentor().instrument(tracer_provider=provider)
-    model = ChatOpenAI(model="mock-model", base_url=endpoints.openai, api_key="sk-test", stream_usage=True)
+    provider, model = harness.langgraph_model(harness.parse_endpoints())
     agent = create_react_agent(model, [send_email], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": SESSION}, "metadata": {"session_id": SESSION}}
     paused = agent.invoke({"messages": [("user", harness.EMAIL)]}, config)

@@ -127,6 +127,18 @@ def openai_agents_model(endpoints: Endpoints) -> tuple[TracerProvider, Any]:
     return provider, OpenAIChatCompletionsModel(model="mock-model", openai_client=client)
 
 
+def langgraph_model(endpoints: Endpoints) -> tuple[TracerProvider, Any]:
+    """LangChain traced by OpenInference into the collector, and its OpenAI chat model on the mock server (the
+    LangGraph scenarios; imported here only when one of them runs)."""
+    from langchain_openai import ChatOpenAI
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    provider = tracer_provider(endpoints, "langgraph-app")
+    LangChainInstrumentor().instrument(tracer_provider=provider)
+    model = ChatOpenAI(model="mock-model", base_url=endpoints.openai, api_key="sk-test", stream_usage=True)
+    return provider, model
+
+
 def tracer_provider(endpoints: Endpoints, service: str) -> TracerProvider:
     """The standard OTLP/HTTP span exporter, exporting each span as it ends (no batching to wait for)."""
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
