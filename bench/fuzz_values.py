@@ -88,6 +88,7 @@ PLAUSIBLE: list[Any] = [
     "chat",
     "LLM",
     "AGENT",
+    "TOOL",
     "invoke_agent",
     "irreversible",
     "reversible",
@@ -99,6 +100,8 @@ PLAUSIBLE: list[Any] = [
     '["stop"]',
     '["cancelled"]',
     "asyncio.CancelledError",
+    "langgraph.errors.GraphInterrupt",
+    '{"approvals": [{"tool_name": "send_email", "tool_call_id": "c1"}, {"tool_call_id": 7}, "x"]}',
 ]
 KEYS = [
     "session.id",
@@ -136,7 +139,9 @@ KEYS = [
     "llm.output_messages.0.message.tool_calls.0.tool_call.id",
     "exception.type",
     "gcp.vertex.agent.invocation_id",
+    "input.value",
     "output.value",
+    "final_result",
     # keys no JSON path can name, shaped like the ones the framework readings look up by pattern
     'llm.output_messages."0.message.tool_calls.0.tool_call.id',
     'gen_ai.completion.0.tool_calls."].id',

@@ -161,6 +161,39 @@ def test_an_attribute_key_no_json_path_can_name_names_no_tool_call(staged: Stage
     assert calls == [("call-1",)]
 
 
+def test_hostile_approval_lists_and_pause_signals_name_only_what_they_can(
+    staged: StagedStore, span: Any, builders: Any
+) -> None:
+    """The framework readings of a pause read attribute values by shape: a final_result listing approvals
+    whose entries are a number, text, an object without a call id or a call id of another type; a
+    GraphInterrupt type sent as a number; a resultless tool span ending before it starts. The refresh goes on,
+    equals the live views, and reads each as its rule says."""
+    entries = [{"tool_name": "send_email", "tool_call_id": "c1"}, {"tool_call_id": 7}, {"tool_name": "x"}]
+    entries += [3, "x"]
+    final_result = json.dumps({"approvals": entries})
+    run = span("run", 1000, 5000, trace="tp", turn="pause", span_id="run",
+               attrs={c.GEN_AI_OPERATION_NAME: "invoke_agent", "final_result": final_result})
+    tool = {"openinference.span.kind": "TOOL", "tool.name": "send_email", "input.value": "{}"}
+    backwards = span("send_email", 3000, 2000, trace="tp", turn="pause", layer="tool", parent="run",
+                     span_id="back", attrs=tool)
+    interrupt = builders.event("exception", 3150, **{"exception.type": 42})
+    numbered = span("send_email", 3100, 3200, trace="tp", turn="pause", layer="tool", parent="run",
+                    span_id="numbered", attrs=tool, events=[interrupt])
+    staged.send([run, backwards, numbered], at_ms=6000)
+    staged.refresh(7000)
+    staged.assert_equal_to_live()
+    with catalog.connect(staged.dir) as con:
+        ledger = con.execute("select tool_call_id, status from side_effects order by all").fetchall()
+        turn = con.execute("select status, cancel_origin from turns").fetchall()
+    # the list's entries with a call id (7 as text); the span ending before it starts is under 10 ms: a
+    # pause; the 100 ms one, whose exception type is no GraphInterrupt, a stop
+    listed = [row for row in ledger if row[0] in ("c1", "7")]
+    assert listed == [("7", "awaiting_approval"), ("c1", "awaiting_approval")]
+    spans = sorted(status for call, status in ledger if call not in ("c1", "7"))
+    assert spans == ["awaiting_approval", "interrupted"]
+    assert turn == [("cancelled", "inferred.tool_without_result")]
+
+
 def test_rows_tied_on_the_clock_name_the_least_value_every_time(
     staged: StagedStore, span: Any, builders: Any
 ) -> None:
