@@ -121,6 +121,8 @@ phases as (
 with_registry as (  -- the registry fills in what the spans leave out
     select
         p.*,
+        -- asked for approval (a framework's pause: inferred) and not granted it: a framework call has not run
+        p.approval_requested_hlc is not null and p.approval_granted_hlc is null as approval_pending,
         coalesce(p.span_tier, r.tier) as tier,
         case when p.span_tier is not null then 'span' when r.tier is not null then 'registry' end as tier_source,
         coalesce(p.span_dispatch, r.dispatch) as dispatch,
@@ -143,8 +145,7 @@ with_commit as (  -- a framework tool span without lifecycle events that ended w
                 and tool_span_end_hlc is not null
                 and not coalesce(tool_span_error, false)
                 and not tool_cancelled
-                -- a call asked for approval runs once it is granted (the OpenAI Agents SDK's pause: inferred)
-                and (approval_requested_hlc is null or approval_granted_hlc is not null)
+                and not approval_pending
                 and tier in ('button_reversible', 'soft_irreversible', 'hard_irreversible'),
             false
         ) as commit_inferred
@@ -173,8 +174,7 @@ select
         when buffered_hlc is not null then 'buffered'
         when open_tool_spans > 0 then 'running'
         when tool_cancelled then 'interrupted'  -- no lifecycle event: a framework's span ended by the cancellation
-        when approval_requested_hlc is not null and approval_granted_hlc is null and approval_denied_hlc is null
-            then 'awaiting_approval'
+        when approval_pending and approval_denied_hlc is null then 'awaiting_approval'
         when tool_span_error then 'failed'
         else 'succeeded'
     end as status,

@@ -584,7 +584,8 @@ select
     model_span and source = 'span_start' as model_call
 from contract_rows
 union all by name
-select  -- an inferred row of a tool span (the acknowledgement of a tool the cancellation stopped) names its call
+select  -- an inferred row names its call: the one it carries (a run's list of calls awaiting approval), else, on a
+    -- tool span (a tool the cancellation stopped, or paused), the span's
     i.* exclude (inferred_call_id, inferred_tool_name),
     coalesce(i.inferred_call_id, tool_call_of(f.call_id, f.tool_name, i.layer, j.call_id, i.span_id)) as tool_call_id,
     coalesce(i.inferred_tool_name, case when not is_tool_batch(f.tool_name) then f.tool_name end) as tool_name
