@@ -488,6 +488,65 @@ def framework_openinference(turn: Turn) -> float:
     return t_end + 1.0
 
 
+def framework_stop_during_tool(turn: Turn) -> float:
+    """A GenAI-instrumented app whose user stops while send_email runs: the task awaiting the tool is
+    cancelled, its span and the agent run's end with the CancelledError, and whether the e-mail went out is
+    unknown."""
+    turn.contract = False
+    turn.cancelled = True
+    node, rng = "support-bot-1", turn.rng
+    turn.open(
+        0.0,
+        "agent",
+        node,
+        "invoke_agent support-bot",
+        kind=SpanKind.SERVER,
+        attributes={
+            c.GEN_AI_OPERATION_NAME: "invoke_agent",
+            "gen_ai.agent.name": "support-bot",
+            c.GEN_AI_CONVERSATION_ID: turn.session.session_id,
+        },
+    )
+    t_chat = 1.0 + lognormal(rng, 700, 0.4, 100, 4000)
+    turn.open(
+        1.0,
+        "chat",
+        node,
+        "chat gpt-4o-mini",
+        parent="agent",
+        kind=SpanKind.CLIENT,
+        attributes={
+            c.GEN_AI_OPERATION_NAME: "chat",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.usage.input_tokens": rng.randint(200, 3000),
+            "gen_ai.usage.output_tokens": rng.randint(10, 80),
+            c.FINISH_REASONS: ["tool_calls"],
+        },
+    )
+    turn.close(t_chat, "chat")
+    call = instrument.ToolCall("send_email", turn.call_id(), tier="soft_irreversible")
+    turn.open(
+        t_chat + 0.5,
+        "tool",
+        node,
+        "execute_tool send_email",
+        parent="agent",
+        attributes={
+            c.GEN_AI_OPERATION_NAME: "execute_tool",
+            c.TOOL_NAME: call.name,
+            c.TOOL_CALL_ID: call.call_id,
+            "gen_ai.tool.type": "function",
+        },
+    )
+    t_stop = t_chat + 0.5 + lognormal(rng, 400, 0.5, 20, 3000)  # the relay is slow: the user gives up
+    turn.exception(t_stop, "tool", "asyncio.exceptions.CancelledError")
+    turn.close(t_stop + 0.05, "tool", error="CancelledError")
+    turn.exception(t_stop + 0.2, "agent", "asyncio.exceptions.CancelledError")
+    turn.close(t_stop + 0.3, "agent", error="CancelledError")
+    turn.label(kinds.INTERRUPTED_SIDE_EFFECT, call)
+    return t_stop + 1.0
+
+
 # --- the catalogue --------------------------------------------------------------------------------
 
 
@@ -527,6 +586,13 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("retry_key_honoured", partial(retry_with_key, honoured=True), (), 2),
         Scenario("framework_genai", framework_genai, (), 2, framework=True),
         Scenario("framework_openinference", framework_openinference, (), 2, framework=True),
+        Scenario(
+            "framework_stop_during_tool",
+            framework_stop_during_tool,
+            (kinds.INTERRUPTED_SIDE_EFFECT,),
+            2,
+            framework=True,
+        ),
         Scenario(
             "stop_after_eager_dispatch",
             stop_after_eager_dispatch,

@@ -183,7 +183,8 @@ class Simulation:
                     "kinds": sorted({label.kind for label in turn.labels}),
                 }
             )
-            findings.extend(label.as_dict() for label in turn.labels)
+            # a framework's turn is its trace, known once its first span started
+            findings.extend(label.as_dict() | {"turn_id": turn_id} for label in turn.labels)
         incidents: list[dict[str, Any]] = []
         if self.chaos_window is not None:
             lo, hi = self.chaos_window.delay_ms

@@ -209,6 +209,16 @@ class Turn:
         self._closed.add(key)
         self.at(t, lambda: self._node(key).end_span(self._span(key), error=error))
 
+    def exception(self, t: float, key: str, exception_type: str) -> None:
+        """Records an exception event on span `key` at t, as the SDK's `record_exception` does (a framework's
+        turn: no HLC)."""
+        self.at(
+            t,
+            lambda: self._span(key).add_event(
+                "exception", {"exception.type": exception_type}, timestamp=self._node(key).wall_ns()
+            ),
+        )
+
     def event(self, t: float, key: str, helper: Callable[..., int], *args: Any, **kwargs: Any) -> None:
         """Emits a contract event through an `instrument` helper on span `key` at t, with that node's HLC."""
         self.at(t, lambda: helper(self._span(key), *args, clock=self._node(key).clock, **kwargs))

@@ -1,6 +1,6 @@
 -- divergences: one row per finding: something the layers of a turn disagree about, or a remedy of the span contract left undone.
 -- Each CTE below is one detector of docs/span-contract.md; every detector that compares order needs HLC on both sides, or falls back to wall clock only where the turn has no HLC at all.
---   kind: cancelled_but_committed, cancel_not_propagated, eager_side_effect, untiered_tool, missing_idempotency_key, unapproved_side_effect, unbilled_side_effect, billed_not_committed, tokens_billed_after_cancel, ghost_commit, duplicate_commit, duplicate_compensation, causal_inversion.
+--   kind: cancelled_but_committed, cancel_not_propagated, eager_side_effect, untiered_tool, missing_idempotency_key, unapproved_side_effect, unbilled_side_effect, billed_not_committed, tokens_billed_after_cancel, ghost_commit, interrupted_side_effect, duplicate_commit, duplicate_compensation, causal_inversion.
 --   severity: critical, high, medium or low.
 --   session_id: the session.
 --   turn_id: the turn.
@@ -326,6 +326,26 @@ ghost_commit as (
         and (failed_hlc is not null or discarded_hlc is not null or tool_cancelled)
 ),
 
+interrupted_side_effect as (  -- a framework's tool span ended by the cancel, without its result (status
+    -- interrupted): the side effect may or may not have happened, and nothing in the spans says which. A third
+    -- party's acknowledgement naming the call settles it (ghost_commit)
+    select
+        'interrupted_side_effect' as kind,
+        case when c.tier = 'button_reversible' then 'medium' else 'high' end as severity,
+        c.session_id, c.turn_id, c.tool_call_id, c.idempotency_key,
+        greatest(c.dispatched_hlc, x.requested_hlc) as detected_hlc,  -- greatest skips a null
+        format('{} ({}) was running when the turn was cancelled ({}) and ended without its result: whether its side '
+            || 'effect happened is unknown, and no third party has said. Ask the third party{}.',
+            coalesce(c.tool_name, c.tool_call_id), c.tier, coalesce(x.origin, 'no origin'),
+            case when c.idempotency_key is not null then format(' (idempotency key {})', c.idempotency_key) else ''
+            end) as evidence
+    from calls as c
+    left join cancels as x using (session_id, turn_id)
+    where c.side_effecting
+        and c.status = 'interrupted'
+        and c.third_party_acks = 0
+),
+
 acks_by_key as (  -- the first acknowledgement names the finding: of those at the same HLC, the least session and turn
     select
         idempotency_key,
@@ -482,6 +502,7 @@ findings as (
     union all by name select * from billed_not_committed
     union all by name select * from tokens_billed_after_cancel
     union all by name select * from ghost_commit
+    union all by name select * from interrupted_side_effect
     union all by name select * from duplicate_commit
     union all by name select * from duplicate_compensation
     union all by name select * from causal_inversion

@@ -1,5 +1,5 @@
 -- findings: one row per finding, the rows of divergences under the word the dashboard and the docs use; divergences is its older name and stays.
---   kind: cancelled_but_committed, cancel_not_propagated, eager_side_effect, untiered_tool, missing_idempotency_key, unapproved_side_effect, unbilled_side_effect, billed_not_committed, tokens_billed_after_cancel, ghost_commit, duplicate_commit, duplicate_compensation, causal_inversion.
+--   kind: cancelled_but_committed, cancel_not_propagated, eager_side_effect, untiered_tool, missing_idempotency_key, unapproved_side_effect, unbilled_side_effect, billed_not_committed, tokens_billed_after_cancel, ghost_commit, interrupted_side_effect, duplicate_commit, duplicate_compensation, causal_inversion.
 --   severity: critical, high, medium or low.
 --   session_id: the session.
 --   turn_id: the turn.

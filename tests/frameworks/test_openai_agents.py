@@ -44,3 +44,5 @@ def test_a_run_interrupted_during_a_tool_reads_as_stopped_or_paused(
         ("session-approval", "send_email", "committed", False, False),
         ("session-stop", "send_email", "interrupted", True, False),
     ]
+    stopped = "select session_id, kind from divergences where kind = 'interrupted_side_effect'"
+    assert run.query(stopped) == [("session-stop", "interrupted_side_effect")]  # the paused call is none

@@ -23,13 +23,16 @@ def test_a_tool_running_when_the_user_stops_is_interrupted_not_failed(
     framework_store: Callable[[str], FrameworkRun],
 ) -> None:
     """The stop cancels the task awaiting send_email, whose thread sends the e-mail anyway: the spans cannot
-    say whether it went out, so the ledger says interrupted, never failed (nothing happened) nor committed."""
+    say whether it went out, so the ledger says interrupted, never failed (nothing happened) nor committed,
+    and a finding asks the question."""
     run = framework_store("run_pydantic_ai_stop_tool.py")
     assert "e-mail sent" in run.output  # what happened in the world
     assert run.query("select status, cancel_origin from turns") == [("cancelled", "inferred.exception")]
     assert run.query("select tool_name, status, tool_cancelled, commit_inferred from side_effects") == [
         ("send_email", "interrupted", True, False)
     ]
+    # the question the spans leave open, put to a person: did the e-mail go out?
+    assert run.query("select kind, severity from divergences") == [("interrupted_side_effect", "high")]
 
 
 @pytest.mark.slow

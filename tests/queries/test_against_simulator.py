@@ -17,7 +17,7 @@ from turnlens.queries import catalog
 from turnlens.cli import main
 
 SAMPLE_DATA = Path(__file__).resolve().parents[2] / "sample_data"
-# 500 sessions of seed 23 hold every scenario (18+ turns each) and every kind (20+ findings each), which the
+# 500 sessions of seed 23 hold every scenario (15+ turns each) and every kind (15+ findings each), which the
 # test checks; TURNLENS_PR_SESSIONS plays a larger fleet
 SESSIONS = int(os.environ.get("TURNLENS_PR_SESSIONS", "500"))
 

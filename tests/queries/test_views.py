@@ -851,13 +851,55 @@ def test_a_framework_tool_the_stop_interrupted_is_neither_failed_nor_committed(k
     ).fetchall() == [("call-1", "interrupted", True, False, None)]
     turn = con.execute("select status, cancel_origin from turns").fetchall()
     assert turn == [("cancelled", "inferred.exception")]
-    assert con.execute("select count(*) from divergences").fetchall() == [(0,)]
+    # whether the e-mail went out is the question left to a person: a finding says so, with the call
+    [(kind, severity, call, detected_ms, evidence)] = con.execute(
+        "select kind, severity, tool_call_id, detected_hlc >> 16, evidence from divergences"
+    ).fetchall()
+    assert (kind, severity, call) == ("interrupted_side_effect", "high", "call-1")
+    assert detected_ms == kit.ns(1000) // 1_000_000  # the tool's CancelledError: the first sign of the stop
+    assert "send_email (soft_irreversible)" in evidence and "inferred.exception" in evidence
+    assert "unknown" in evidence
     # the mail relay acknowledges the call after all: the tool layer reported it cancelled
     ack = kit.event(c.EV_THIRD_PARTY_ACK, 1500, **{c.TOOL_CALL_ID: "call-1", c.THIRD_PARTY_STATUS: "250 OK"})
     relay = kit.span("POST relay", 1490, 1510, span_id="relay", parent="tool", **f, kind="client",
                      attrs={"server.address": "relay"}, events=[ack])
     acked = kit.store([*rows, relay], registry_toml=registry)
     assert acked.execute("select kind from divergences").fetchall() == [("ghost_commit",)]
+
+
+@pytest.mark.parametrize(
+    ("tier", "finding"),
+    [("hard_irreversible", ("interrupted_side_effect", "high")),
+     ("button_reversible", ("interrupted_side_effect", "medium")),
+     ("read_only", None)],
+)
+def test_an_interrupted_call_is_a_finding_when_it_could_change_the_world(
+    kit: Any, tier: str, finding: tuple | None
+) -> None:
+    """A stopped framework call of a side-effecting tier may have acted: an interrupted_side_effect, high,
+    medium when a button undoes it. A read-only one changed nothing, whatever became of it: no finding. The
+    evidence names the idempotency key the third party can be asked by."""
+    f = dict(session=None, turn=None, trace="tier", node="app")
+    cancelled = {"exception.type": "CancelledError"}
+    tool = {c.GEN_AI_OPERATION_NAME: "execute_tool", c.TOOL_NAME: "act", c.TOOL_CALL_ID: "call-t",
+            c.IDEMPOTENCY_KEY: "key-t"}
+    con = kit.store([
+        kit.span("invoke_agent a", 0, 600, span_id="run", **f, status="error",
+                 attrs={c.GEN_AI_OPERATION_NAME: "invoke_agent", c.GEN_AI_CONVERSATION_ID: "s-tier"},
+                 events=[kit.event("exception", 590, **cancelled)]),
+        kit.span("chat m", 10, 200, span_id="chat", parent="run", **f,
+                 attrs={c.GEN_AI_OPERATION_NAME: "chat", c.FINISH_REASONS: ["tool_calls"]}),
+        kit.span("execute_tool act", 210, 580, span_id="tool", parent="run", **f, attrs=tool,
+                 events=[kit.event("exception", 580, **cancelled)]),
+    ], registry_toml=f'[tools.act]\ntier = "{tier}"\n')
+    assert con.execute("select status from side_effects").fetchall() == [("interrupted",)]
+    found = con.execute("select kind, severity, idempotency_key, evidence from divergences").fetchall()
+    if finding is None:
+        assert found == []
+    else:
+        [(kind, severity, key, evidence)] = found
+        assert (kind, severity, key) == (*finding, "key-t")
+        assert "idempotency key key-t" in evidence
 
 
 @pytest.mark.parametrize(

@@ -197,6 +197,7 @@ def findings(spans: list[ReadableSpan]) -> Counter[tuple[str, str, str, str | No
             )
             if any(e.name == c.EV_STREAM_PROGRESS for e in evs) and billed > max(progress, default=0):
                 found[("tokens_billed_after_cancel", session, turn_id, None)] += 1
+    found.update(_interrupted_framework_calls(spans, identity, registry))
     by_key_acks: Counter[str] = Counter()
     by_key_comp: Counter[str] = Counter()
     where: dict[str, tuple[str, str, str]] = {}
@@ -220,3 +221,28 @@ def _with_latest_before(evs: list[Event]) -> Iterable[tuple[Event, int]]:
     for event in evs:
         yield event, latest
         latest = max(latest, event.wall)
+
+
+def _interrupted_framework_calls(
+    spans: list[ReadableSpan], identity: dict[int, tuple[str, str]], registry: dict[str, Any]
+) -> Iterable[tuple[str, str, str, str | None]]:
+    """interrupted_side_effect: in a framework's turn (a trace without the contract's identity, its session
+    the GenAI conversation id), a side-effecting tool's span that ended by a CancelledError."""
+    sessions = {
+        span.context.trace_id: str((span.attributes or {})[c.GEN_AI_CONVERSATION_ID])
+        for span in spans
+        if c.GEN_AI_CONVERSATION_ID in (span.attributes or {})
+    }
+    for span in spans:
+        attrs = span.attributes or {}
+        trace = span.context.trace_id
+        if trace in identity or trace not in sessions or attrs.get(c.GEN_AI_OPERATION_NAME) != "execute_tool":
+            continue
+        tier = registry.get(str(attrs.get(c.TOOL_NAME)), {}).get("tier")
+        cancelled = any(
+            e.name == "exception" and "CancelledError" in str((e.attributes or {}).get("exception.type"))
+            for e in span.events
+        )
+        if cancelled and tier in SIDE_EFFECTING:
+            call_id = str(attrs[c.TOOL_CALL_ID])
+            yield ("interrupted_side_effect", sessions[trace], format(trace, "032x"), call_id)
