@@ -39,3 +39,21 @@ def test_a_tool_asking_a_person_with_interrupt_awaits_approval_and_commits_once_
         ("send_email", "awaiting_approval", True),
         ("send_email", "committed", False),
     ]
+
+
+@pytest.mark.slow
+def test_a_tool_still_running_when_the_user_stops_commits_after_the_cancel(
+    framework_store: Callable[[str], FrameworkRun],
+) -> None:
+    """The stop cancels the graph's task, not the worker thread running send_email: the graph's spans end with
+    the CancelledError, the tool's span a second later, with an ok status, when the thread returns having sent
+    the e-mail. The spans tell the truth here: a side effect committed after the user's stop."""
+    run = framework_store("run_langgraph_stop_tool.py")
+    assert "e-mail sent" in run.output  # what happened in the world
+    assert run.query("select status, cancel_origin from turns") == [("cancelled", "inferred.exception")]
+    [(status, cancelled, after_ms)] = run.query("""
+        select s.status, s.tool_cancelled, (s.committed_hlc >> 16) - (x.requested_hlc >> 16)
+        from side_effects as s join cancel_acks as x using (session_id, turn_id)""")
+    assert (status, cancelled) == ("committed", False) and 500 < after_ms < 5000  # the tool sleeps 2 s
+    [(evidence,)] = run.query("select evidence from divergences where kind = 'cancelled_but_committed'")
+    assert "send_email (soft_irreversible) committed" in evidence and "after the cancel" in evidence
