@@ -101,6 +101,8 @@ PLAUSIBLE: list[Any] = [
     '["cancelled"]',
     "asyncio.CancelledError",
     "langgraph.errors.GraphInterrupt",
+    "execute_tool",
+    "<not specified>",
     '{"approvals": [{"tool_name": "send_email", "tool_call_id": "c1"}, {"tool_call_id": 7}, "x"]}',
 ]
 KEYS = [

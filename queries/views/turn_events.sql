@@ -28,6 +28,7 @@
 --     span without one takes the id of the call the model requested for that tool in the turn (the n-th run of a
 --     tool the n-th request of it: llm.output_messages...tool_call.id, gen_ai.output.messages), else its span_id.
 --     None on ADK's span around a batch of parallel calls (tool '(merged tools)'): each call has its own span.
+--     ADK's '<not specified>' (a tool the stop cut short) is no call id (tool_call_id_of).
 --     An inferred row of a tool span (a cancellation that stopped the tool) names the span's call.
 --   tool_name: gen_ai.tool.name, else OpenInference tool.name (none on ADK's batch span).
 --   idempotency_key: turnlens.idempotency_key.
@@ -109,16 +110,31 @@ create or replace macro model_finish_reason(attributes) as (
     )
 );
 
--- is_resultless_tool(attributes, status_code): an OpenInference tool span that records the call's input but not its
--- result (input.value without output.value) and did not fail: the OpenAI Agents SDK ends the span of a tool the
--- stop interrupted that way, with an ok status (its spans record no exception). A span with neither records no
--- content at all (the SDK's trace_include_sensitive_data off) and says nothing.
+-- tool_call_id_of(text): a span's gen_ai.tool.call.id, but for ADK's placeholder '<not specified>', which ADK
+-- writes on a tool span whose tool gave no response (the stop cut it short): no call id, whose every stopped call of
+-- a turn would share.
+create or replace macro tool_call_id_of(text) as (
+    nullif(text, '<not specified>')
+);
+
+-- is_resultless_tool(attributes, status_code): a tool span that ended without the call's result and did not fail.
+-- An OpenInference tool span that records the call's input but not its result (input.value without output.value):
+-- the OpenAI Agents SDK ends the span of a tool the stop interrupted that way, with an ok status (its spans record
+-- no exception); a span with neither records no content at all (the SDK's trace_include_sensitive_data off) and
+-- says nothing. Or Google ADK's execute_tool span whose gen_ai.tool.call.id is '<not specified>': ADK names the call
+-- from the tool's response as the span ends, and a tool the stop cut short gave none (the status stays unset and no
+-- exception is recorded, since ADK records an Exception only and a cancellation is none).
 create or replace macro is_resultless_tool(attributes, status_code) as (
     coalesce(
-        contains(attributes, '"TOOL"')  -- cheap: most spans are no tool
-        and json_extract_string(attributes, '$."openinference.span.kind"') = 'TOOL'
-        and json_exists(attributes, '$."input.value"') and not json_exists(attributes, '$."output.value"')
-        and status_code is distinct from 'error',
+        status_code is distinct from 'error'
+        and (
+            (contains(attributes, '"TOOL"')  -- cheap: most spans are no tool
+                and json_extract_string(attributes, '$."openinference.span.kind"') = 'TOOL'
+                and json_exists(attributes, '$."input.value"') and not json_exists(attributes, '$."output.value"'))
+            or (contains(attributes, '<not specified>')
+                and json_extract_string(attributes, '$."gen_ai.tool.call.id"') = '<not specified>'
+                and json_extract_string(attributes, '$."gen_ai.operation.name"') = 'execute_tool')
+        ),
         false
     )
 );
@@ -386,7 +402,7 @@ typed_spans as not materialized (  -- what a span's events inherit from it (tool
     -- 250,000 spans
     select
         * exclude (inherited),
-        inherited[1] as inherited_call_id,
+        tool_call_id_of(inherited[1]) as inherited_call_id,
         inherited[2] as inherited_tool_name,
         inherited[3] as inherited_oi_tool_name,
         inherited[4] as inherited_idempotency_key,
@@ -474,7 +490,7 @@ clocked as (  -- the order key: the carried HLC, else the span's HLC moved on by
             span_clock_hlc(span_hlc, wall_ns, start_time_unix_nano),
             (wall_ns // 1000000) << 16
         ) as order_hlc,
-        coalesce(own."gen_ai.tool.call.id", inherited_call_id, inherited_oi_call_id) as named_call_id,
+        coalesce(tool_call_id_of(own."gen_ai.tool.call.id"), inherited_call_id, inherited_oi_call_id) as named_call_id,
         coalesce(own."gen_ai.tool.name", own."tool.name", inherited_tool_name, inherited_oi_tool_name) as any_tool_name
     from all_rows
 ),
@@ -593,8 +609,8 @@ from inferred_steps_from('framework_input') as i
 left join (
     select
         trace_id, span_id,
-        coalesce(json_extract_string(attributes, '$."gen_ai.tool.call.id"'), json_extract_string(attributes, '$."tool_call.id"'))
-            as call_id,
+        coalesce(tool_call_id_of(json_extract_string(attributes, '$."gen_ai.tool.call.id"')),
+            json_extract_string(attributes, '$."tool_call.id"')) as call_id,
         coalesce(json_extract_string(attributes, '$."gen_ai.tool.name"'), json_extract_string(attributes, '$."tool.name"'))
             as tool_name
     from framework_input

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 
 import scenario_harness as harness
 from opentelemetry import trace
@@ -36,10 +37,12 @@ def tracing(endpoints: harness.Endpoints) -> TracerProvider:
     return provider
 
 
-def asker(endpoints: harness.Endpoints, *, handoff: bool = False) -> harness.Ask:
+def asker(
+    endpoints: harness.Endpoints, *, handoff: bool = False, tools: list[Callable[..., str]] | None = None
+) -> harness.Ask:
     """`ask(session, prompt)`: one ADK run of the agent on the mock model (streamed for the long answer, so
-    that it can be cancelled half-way). The agent has both tools; with `handoff`, it has none and hands the
-    user over to a sub-agent, `mailer`, which has `send_email`."""
+    that it can be cancelled half-way). The agent has both tools (or `tools`); with `handoff`, it has none and
+    hands the user over to a sub-agent, `mailer`, which has `send_email`."""
     # imported here, after tracing(): LiteLLM reads its variable when ADK imports it
     from google.adk.agents import LlmAgent
     from google.adk.agents.run_config import RunConfig, StreamingMode
@@ -55,7 +58,10 @@ def asker(endpoints: harness.Endpoints, *, handoff: bool = False) -> harness.Ask
         )
     else:
         agent = LlmAgent(
-            name="assistant", instruction="Help the user.", model=model, tools=[get_weather, send_email]
+            name="assistant",
+            instruction="Help the user.",
+            model=model,
+            tools=tools or [get_weather, send_email],
         )
     runner = InMemoryRunner(agent=agent, app_name="adk-app")
     sessions: set[str] = set()

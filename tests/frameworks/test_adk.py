@@ -53,3 +53,28 @@ def test_adk_parallel_calls_and_a_handoff_are_no_tools_of_their_own(
     ]
     found = run.query("select session_id, kind from divergences")
     assert found == [("session-parallel", "missing_idempotency_key")]
+
+
+@pytest.mark.slow
+def test_a_tool_the_user_stopped_reads_as_stopped_and_its_side_effect_as_unknown(
+    framework_store: Callable[..., FrameworkRun],
+) -> None:
+    """The user stops while send_email (a coroutine) waits for the relay's answer, the e-mail already handed
+    over. ADK ends every span with its status unset and no exception; what shows the stop is the tool span,
+    whose call id ADK leaves '<not specified>' because the tool gave no response, with no model call after
+    it. Read before as a completed turn and a committed call; it is a cancelled turn, an interrupted call
+    (named by its span, as the placeholder names no call) and a finding asking whether the e-mail went out."""
+    assert ADK_PYTHON.exists(), "ADK's environment is missing: `make adk` builds it (`make test` does)"
+    run = framework_store("run_adk_stop_tool.py", python=ADK_PYTHON)
+    assert run.output.index("e-mail handed to the relay") < run.output.index("stop")  # the world, as it went
+    [(tool_span_id, placeholder)] = run.query("""
+        select span_id, attributes->>'$."gen_ai.tool.call.id"'
+        from spans where name = 'execute_tool send_email'""")
+    assert placeholder == "<not specified>"
+    turns = run.query("select status, cancel_origin from turns")
+    assert turns == [("cancelled", "inferred.tool_without_result")]
+    assert run.query("select tool_call_id, status, tool_cancelled, commit_inferred from side_effects") == [
+        (tool_span_id, "interrupted", True, False)
+    ]
+    found = run.query("select kind, tool_call_id from divergences")
+    assert found == [("interrupted_side_effect", tool_span_id)]

@@ -963,6 +963,46 @@ def test_an_openinference_tool_span_without_its_result_is_a_stop_only_if_nothing
         ).fetchall() == [("inferred.tool_without_result", 0, kit.ns(990) // 1_000_000)]
 
 
+def test_adks_placeholder_call_id_is_no_call_and_its_span_a_tool_the_stop_cut_short(kit: Any) -> None:
+    """ADK names a tool span's call from the tool's response as the span ends; a tool the stop cut short
+    gave none, and ADK writes '<not specified>' with its status unset and no exception. Two such calls in a
+    turn are two calls (each named by its span), the turn is cancelled at the first, and each is interrupted.
+    A tool that raised has the placeholder too, but an error status: it failed, and is no stop."""
+    f = dict(session=None, turn=None, node="app")
+    run = {c.GEN_AI_OPERATION_NAME: "invoke_agent", c.GEN_AI_CONVERSATION_ID: "s-adk"}
+    model = {c.GEN_AI_OPERATION_NAME: "generate_content", c.FINISH_REASONS: ["stop"]}
+
+    def tool(name: str) -> dict:
+        return {c.GEN_AI_OPERATION_NAME: "execute_tool", c.TOOL_NAME: name, c.TOOL_CALL_ID: "<not specified>"}
+
+    con = kit.store([
+        kit.span("invoke_agent a", 0, 1000, span_id="run", trace="stop", **f, attrs=run),
+        kit.span("generate_content m", 10, 200, span_id="ask", parent="run", trace="stop", **f, attrs=model),
+        kit.span("execute_tool send_email", 210, 700, span_id="t1", parent="run", trace="stop", **f,
+                 attrs=tool("send_email")),
+        kit.span("execute_tool send_email", 210, 720, span_id="t2", parent="run", trace="stop", **f,
+                 attrs=tool("send_email")),
+        kit.span("invoke_agent a", 2000, 3000, span_id="run2", trace="raised", **f, attrs=run),
+        kit.span("generate_content m", 2010, 2200, span_id="ask2", parent="run2", trace="raised", **f,
+                 attrs=model),
+        kit.span("execute_tool send_email", 2210, 2700, span_id="t3", parent="run2", trace="raised", **f,
+                 attrs=tool("send_email"), status="error"),
+        kit.span("generate_content m", 2710, 2900, span_id="answer2", parent="run2", trace="raised", **f,
+                 attrs=model),
+    ], registry_toml=REGISTRY_TWO_TOOLS)
+    assert con.execute("select status, cancel_origin from turns order by started_wall_ns").fetchall() == [
+        ("cancelled", "inferred.tool_without_result"), ("completed", None)
+    ]
+    ledger = con.execute("select tool_call_id, status, tool_cancelled from side_effects order by 1")
+    assert ledger.fetchall() == sorted([
+        (kit.span_hex("t1"), "interrupted", True),
+        (kit.span_hex("t2"), "interrupted", True),
+        (kit.span_hex("t3"), "failed", False),
+    ])
+    found = con.execute("select kind, count(*) from divergences group by kind").fetchall()
+    assert found == [("interrupted_side_effect", 2)]
+
+
 @pytest.mark.parametrize(
     ("final_result", "awaiting"),
     [
