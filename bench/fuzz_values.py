@@ -141,6 +141,7 @@ KEYS = [
     "llm.output_messages.0.message.tool_calls.0.tool_call.id",
     "exception.type",
     "gcp.vertex.agent.invocation_id",
+    "gcp.vertex.agent.event_id",
     "input.value",
     "output.value",
     "final_result",

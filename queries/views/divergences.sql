@@ -15,14 +15,6 @@
 -- causal_inversion_tolerance_ms, or a cancel.requested and a tool.dispatched / tool.committed / third_party.ack
 -- contradicting it by more than clock_resolution_ms (medium: the wall clocks would give the opposite verdict).
 
--- is_control_tool(tool_name): a tool an agent framework gives its model to steer its own loop, which changes
--- nothing outside: smolagents' final_answer, pydantic-ai's final_result, ADK's transfer_to_agent (a handoff to
--- another agent), exit_loop (out of a LoopAgent) and set_model_response (a structured answer beside tools).
-create or replace macro is_control_tool(tool_name) as (
-    coalesce(tool_name in ('final_answer', 'final_result', 'transfer_to_agent', 'exit_loop', 'set_model_response'),
-        false)
-);
-
 -- untiered_tool_of(calls): the untiered_tool findings, in divergences' columns, over a relation with side_effects'
 -- columns, named by string:
 -- one per tool and UTC day, on the day's first call (a fleet calls a tool thousands of times; the remedy is one

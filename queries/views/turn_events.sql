@@ -75,6 +75,14 @@ create or replace macro is_tool_batch(tool_name) as (
     coalesce(tool_name = '(merged tools)', false)
 );
 
+-- is_control_tool(tool_name): a tool an agent framework gives its model to steer its own loop, which changes
+-- nothing outside: smolagents' final_answer, pydantic-ai's final_result, ADK's transfer_to_agent (a handoff to
+-- another agent), exit_loop (out of a LoopAgent) and set_model_response (a structured answer beside tools).
+create or replace macro is_control_tool(tool_name) as (
+    coalesce(tool_name in ('final_answer', 'final_result', 'transfer_to_agent', 'exit_loop', 'set_model_response'),
+        false)
+);
+
 -- tool_call_of(call_id, tool_name, layer, requested_call_id, span_id): the tool call a row belongs to: the call id
 -- it or its span names; else, on a tool span naming a tool, the id of the call the model requested for it
 -- (requested_call_id), else the span's own id. None on ADK's batch span (is_tool_batch).
@@ -219,6 +227,10 @@ from query_table(spans);
 --     called interrupt() to ask before it acts); at its end.
 --   'deferred_tool_requests': an agent run whose final_result lists the calls awaiting approval (pydantic-ai's
 --     DeferredToolRequests, {"approvals": [{"tool_name", "tool_call_id"}, ...]}); at the run's end.
+--   'tool_confirmation': an ADK tool span that ended without error in under 10 ms, its call answered, and no model
+--     call of its turn after it: ADK's confirmation gate (a tool with require_confirmation) answered the call with a
+--     request for confirmation instead of running it, and ended the run; at its end. The confirmed call runs in a
+--     later turn, followed by a model call. (A tool under 10 ms that sets skip_summarization reads so too.)
 create or replace macro inferred_steps_from(spans) as table
 with input as materialized (  -- read once: every CTE below reads it again
     select * from framework_input_of(spans)
@@ -242,6 +254,14 @@ framework_spans as (
         is_model_span(s.attributes) as model_span,
         is_run_span(s.attributes) as run_span,
         is_resultless_tool(s.attributes, s.status_code) and s.end_time_unix_nano is not null as resultless_tool,
+        coalesce(  -- ADK's tool span, answered (its call id named from the response), not failed, no control tool
+            contains(s.attributes, 'gcp.vertex.agent.event_id')
+                and json_extract_string(s.attributes, '$."gen_ai.operation.name"') = 'execute_tool'
+                and tool_call_id_of(json_extract_string(s.attributes, '$."gen_ai.tool.call.id"')) is not null
+                and s.status_code is distinct from 'error' and s.end_time_unix_nano is not null
+                and not is_tool_batch(json_extract_string(s.attributes, '$."gen_ai.tool.name"'))
+                and not is_control_tool(json_extract_string(s.attributes, '$."gen_ai.tool.name"')),
+            false) as adk_answered_tool,
         len(list_filter(s.events, lambda e: e.name = 'exception'
             and is_graph_interrupt(json_extract_string(e.attributes, '$."exception.type"')))) > 0 as graph_interrupt,
         case when contains(s.attributes, '"approvals') and is_run_span(s.attributes) and s.end_time_unix_nano is not null
@@ -265,11 +285,13 @@ orphans as (  -- a span that never ended under a parent that did
     where c.end_time_unix_nano is null and p.end_time_unix_nano is not null
 ),
 
-unanswered_tools as (  -- a tool span ended without its result, and no model call of its turn came after
+unanswered_tools as (  -- a tool span ended without its result, and no model call of its turn came after; or
+    -- ADK's confirmation gate answering a call in its place (below 10 ms, no model call after)
     select
         t.session_id, t.turn_id, t.span_id, t.layer, t.end_time_unix_nano as ns,
         case
             when t.graph_interrupt then 'graph_interrupt'
+            when not t.resultless_tool then 'tool_confirmation'
             -- 10 ms: the OpenAI Agents SDK asked for approval
             when t.end_time_unix_nano - t.start_time_unix_nano < 10000000 then 'paused_tool'
         end as paused
@@ -278,6 +300,7 @@ unanswered_tools as (  -- a tool span ended without its result, and no model cal
         on m.session_id = t.session_id and m.turn_id = t.turn_id and m.model_span
         and m.start_time_unix_nano >= t.end_time_unix_nano
     where t.resultless_tool
+        or (t.adk_answered_tool and t.end_time_unix_nano - t.start_time_unix_nano < 10000000)
 ),
 
 tools_without_result as (  -- stopped while they ran

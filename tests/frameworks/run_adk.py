@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from typing import Any
 
 import scenario_harness as harness
 from opentelemetry import trace
@@ -37,18 +37,13 @@ def tracing(endpoints: harness.Endpoints) -> TracerProvider:
     return provider
 
 
-def asker(
-    endpoints: harness.Endpoints, *, handoff: bool = False, tools: list[Callable[..., str]] | None = None
-) -> harness.Ask:
-    """`ask(session, prompt)`: one ADK run of the agent on the mock model (streamed for the long answer, so
-    that it can be cancelled half-way). The agent has both tools (or `tools`); with `handoff`, it has none and
-    hands the user over to a sub-agent, `mailer`, which has `send_email`."""
+def runner(endpoints: harness.Endpoints, *, handoff: bool = False, tools: list[Any] | None = None) -> Any:
+    """ADK's in-memory runner of the agent on the mock model. The agent has both tools (or `tools`); with
+    `handoff`, it has none and hands the user over to a sub-agent, `mailer`, which has `send_email`."""
     # imported here, after tracing(): LiteLLM reads its variable when ADK imports it
     from google.adk.agents import LlmAgent
-    from google.adk.agents.run_config import RunConfig, StreamingMode
     from google.adk.models.lite_llm import LiteLlm
     from google.adk.runners import InMemoryRunner
-    from google.genai import types
 
     model = LiteLlm(model="openai/mock-model", api_base=endpoints.openai, api_key="sk-test")
     if handoff:
@@ -63,19 +58,28 @@ def asker(
             model=model,
             tools=tools or [get_weather, send_email],
         )
-    runner = InMemoryRunner(agent=agent, app_name="adk-app")
+    return InMemoryRunner(agent=agent, app_name="adk-app")
+
+
+def asker(
+    endpoints: harness.Endpoints, *, handoff: bool = False, tools: list[Any] | None = None
+) -> harness.Ask:
+    """`ask(session, prompt)`: one ADK run of the agent (`runner`) on the mock model, streamed for the long
+    answer, so that it can be cancelled half-way."""
+    from google.adk.agents.run_config import RunConfig, StreamingMode
+    from google.genai import types
+
+    adk = runner(endpoints, handoff=handoff, tools=tools)
     sessions: set[str] = set()
 
     async def ask(session: str, prompt: str) -> object:
         if session not in sessions:
-            await runner.session_service.create_session(
-                app_name="adk-app", user_id="user", session_id=session
-            )
+            await adk.session_service.create_session(app_name="adk-app", user_id="user", session_id=session)
             sessions.add(session)
         streaming = StreamingMode.SSE if prompt == harness.LONG else StreamingMode.NONE
         message = types.Content(role="user", parts=[types.Part(text=prompt)])
         config = RunConfig(streaming_mode=streaming)
-        async for _ in runner.run_async(
+        async for _ in adk.run_async(
             user_id="user", session_id=session, new_message=message, run_config=config
         ):
             pass

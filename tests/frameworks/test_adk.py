@@ -78,3 +78,27 @@ def test_a_tool_the_user_stopped_reads_as_stopped_and_its_side_effect_as_unknown
     ]
     found = run.query("select kind, tool_call_id from divergences")
     assert found == [("interrupted_side_effect", tool_span_id)]
+
+
+@pytest.mark.slow
+def test_a_call_asking_for_confirmation_awaits_it_and_commits_once_confirmed(
+    framework_store: Callable[..., FrameworkRun],
+) -> None:
+    """send_email requires confirmation: ADK's first run opens the tool's span but answers the call with a
+    request for confirmation (a millisecond, no model call after it); the application confirms, and the second
+    run executes the call under the same id. Read before as two commits of one e-mail sent once."""
+    assert ADK_PYTHON.exists(), "ADK's environment is missing: `make adk` builds it (`make test` does)"
+    run = framework_store("run_adk_confirmation.py", python=ADK_PYTHON)
+    assert run.output.count("e-mail sent") == 1
+    assert run.output.index("asked") < run.output.index("e-mail sent") < run.output.index("confirmed")
+    assert run.turns() == [("session-confirm", "completed"), ("session-confirm", "completed")]
+    ledger = """
+        select tool_call_id, status, approval_requested_hlc is not null
+        from side_effects order by started_ns"""
+    assert run.query(ledger) == [
+        ("call_email_1", "awaiting_approval", True),
+        ("call_email_1", "committed", False),
+    ]
+    inferred = """
+        select attributes->>'$."turnlens.inferred"' from turn_events where step = 'approval.requested'"""
+    assert run.query(inferred) == [("tool_confirmation",)]

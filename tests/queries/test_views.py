@@ -1004,6 +1004,45 @@ def test_adks_placeholder_call_id_is_no_call_and_its_span_a_tool_the_stop_cut_sh
 
 
 @pytest.mark.parametrize(
+    ("case", "tool", "expected"),
+    [
+        ("asked", "send_email", "awaiting_approval"),  # ADK's confirmation gate answered in the tool's place
+        ("took 50 ms", "send_email", "committed"),  # ran, and skipped the model's summary
+        ("model after", "send_email", "committed"),
+        ("failed", "send_email", "failed"),
+        ("not ADK's", "send_email", "committed"),
+        ("control tool", "transfer_to_agent", "succeeded"),
+    ],
+    ids=["asked", "50ms", "model-after", "failed", "not-adk", "control"],
+)
+def test_an_adk_call_answered_at_once_with_nothing_after_it_asks_for_confirmation(
+    kit: Any, case: str, tool: str, expected: str
+) -> None:
+    """ADK's confirmation gate answers a call that needs confirmation in the tool's place: the tool's span
+    lasts a millisecond or two, names the call, and the run ends with no model call after it. That reads as
+    a request for confirmation, the call awaiting it. A tool that ran longer, one the model was called after,
+    a failed one, another framework's, or ADK's own handoff tool does not."""
+    f = dict(session=None, turn=None, trace="conf", node="app")
+    run = {c.GEN_AI_OPERATION_NAME: "invoke_agent", c.GEN_AI_CONVERSATION_ID: "s-conf"}
+    model = {c.GEN_AI_OPERATION_NAME: "generate_content", c.FINISH_REASONS: ["stop"]}
+    span = {c.GEN_AI_OPERATION_NAME: "execute_tool", c.TOOL_NAME: tool, c.TOOL_CALL_ID: "call-c"}
+    if case != "not ADK's":
+        span["gcp.vertex.agent.event_id"] = "e-1"
+    rows = [
+        kit.span("invoke_agent a", 0, 1000, span_id="run", **f, attrs=run),
+        kit.span("generate_content m", 10, 200, span_id="ask", parent="run", **f, attrs=model),
+        kit.span(f"execute_tool {tool}", 210, 260 if case == "took 50 ms" else 212, span_id="tool",
+                 parent="run", **f, attrs=span, status="error" if case == "failed" else "unset"),
+    ]
+    if case == "model after":
+        answer = kit.span("generate_content m", 300, 400, span_id="answer", parent="run", **f, attrs=model)
+        rows.append(answer)
+    con = kit.store(rows, registry_toml=REGISTRY_TWO_TOOLS)
+    assert con.execute("select status from side_effects").fetchall() == [(expected,)]
+    assert con.execute("select status from turns").fetchall() == [("completed",)]
+
+
+@pytest.mark.parametrize(
     ("final_result", "awaiting"),
     [
         (json.dumps({"calls": [], "approvals": [{"tool_name": "send_email", "tool_call_id": "call-1"}]}),
