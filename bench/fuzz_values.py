@@ -137,6 +137,8 @@ KEYS = [
     "openinference.span.kind",
     "llm.request.type",
     "traceloop.span.kind",
+    "traceloop.entity.input",
+    "traceloop.entity.output",
     "gen_ai.output.messages",
     "llm.output_messages.0.message.tool_calls.0.tool_call.id",
     "exception.type",

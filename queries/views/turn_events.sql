@@ -129,9 +129,11 @@ create or replace macro tool_call_id_of(text) as (
 -- An OpenInference tool span that records the call's input but not its result (input.value without output.value):
 -- the OpenAI Agents SDK ends the span of a tool the stop interrupted that way, with an ok status (its spans record
 -- no exception); a span with neither records no content at all (the SDK's trace_include_sensitive_data off) and
--- says nothing. Or Google ADK's execute_tool span whose gen_ai.tool.call.id is '<not specified>': ADK names the call
--- from the tool's response as the span ends, and a tool the stop cut short gave none (the status stays unset and no
--- exception is recorded, since ADK records an Exception only and a cancellation is none).
+-- says nothing. Traceloop's tool span (traceloop.span.kind tool) alike: traceloop.entity.input without
+-- traceloop.entity.output, its status unset. Or Google ADK's execute_tool span whose gen_ai.tool.call.id is
+-- '<not specified>': ADK names the call from the tool's response as the span ends, and a tool the stop cut short
+-- gave none (the status stays unset and no exception is recorded, since ADK records an Exception only and a
+-- cancellation is none).
 create or replace macro is_resultless_tool(attributes, status_code) as (
     coalesce(
         status_code is distinct from 'error'
@@ -139,6 +141,9 @@ create or replace macro is_resultless_tool(attributes, status_code) as (
             (contains(attributes, '"TOOL"')  -- cheap: most spans are no tool
                 and json_extract_string(attributes, '$."openinference.span.kind"') = 'TOOL'
                 and json_exists(attributes, '$."input.value"') and not json_exists(attributes, '$."output.value"'))
+            or (contains(attributes, 'traceloop.entity.input')
+                and json_extract_string(attributes, '$."traceloop.span.kind"') = 'tool'
+                and not json_exists(attributes, '$."traceloop.entity.output"'))
             or (contains(attributes, '<not specified>')
                 and json_extract_string(attributes, '$."gen_ai.tool.call.id"') = '<not specified>'
                 and json_extract_string(attributes, '$."gen_ai.operation.name"') = 'execute_tool')

@@ -1043,6 +1043,37 @@ def test_an_adk_call_answered_at_once_with_nothing_after_it_asks_for_confirmatio
 
 
 @pytest.mark.parametrize(
+    ("attrs", "status", "expected_turn", "expected_call"),
+    [
+        ({"traceloop.entity.input": "{}"}, "unset", ("cancelled", "inferred.tool_without_result"),
+         "interrupted"),
+        ({"traceloop.entity.input": "{}", "traceloop.entity.output": '"sent"'}, "unset", ("completed", None),
+         "committed"),
+        ({}, "unset", ("completed", None), "committed"),  # content tracing off: the span says nothing
+        ({"traceloop.entity.input": "{}"}, "error", ("completed", None), "failed"),
+    ],
+    ids=["stopped", "answered", "no-content", "failed"],
+)
+def test_a_traceloop_tool_span_without_its_output_is_a_stop(
+    kit: Any, attrs: dict, status: str, expected_turn: tuple, expected_call: str
+) -> None:
+    """Traceloop's @tool span of a coroutine the stop cancelled ends with its status unset and no exception,
+    with the call's input (traceloop.entity.input) and without its output."""
+    f = dict(session=None, turn=None, trace="tl", node="app")
+    session = {"traceloop.association.properties.session_id": "s-tl"}
+    tool = {**session, "traceloop.span.kind": "tool", c.TOOL_NAME: "send_email", **attrs}
+    asks = {**session, c.GEN_AI_OPERATION_NAME: "chat", c.FINISH_REASONS: ["tool_calls"]}
+    con = kit.store([
+        kit.span("chat_turn.workflow", 0, 1000, span_id="run", **f,
+                 attrs={**session, "traceloop.span.kind": "workflow"}),
+        kit.span("openai.chat", 10, 200, span_id="ask", parent="run", **f, attrs=asks),
+        kit.span("send_email.tool", 210, 990, span_id="tool", parent="run", **f, attrs=tool, status=status),
+    ], registry_toml=REGISTRY_TWO_TOOLS)
+    assert con.execute("select status, cancel_origin from turns").fetchall() == [expected_turn]
+    assert con.execute("select status from side_effects").fetchall() == [(expected_call,)]
+
+
+@pytest.mark.parametrize(
     ("final_result", "awaiting"),
     [
         (json.dumps({"calls": [], "approvals": [{"tool_name": "send_email", "tool_call_id": "call-1"}]}),
