@@ -139,7 +139,47 @@ SCENARIOS: dict[str, tuple[dict[str, Any], Any, list[str]]] = {
     "no_hlc_clock_off": ({}, _no_hlc, []),
 }
 
-REGISTRY = '[tools.send_invoice_registered]\ntier = "soft_irreversible"\n'
+# A framework's turns (no contract, no HLC): the user stopped while a tool ran, and its span ended by the
+# cancellation (CancelledError): name: (tool, whether a third party acknowledged the call, the kinds expected)
+FRAMEWORK_SCENARIOS: dict[str, tuple[str, bool, list[str]]] = {
+    "framework_stopped_sending": ("send_email", False, ["interrupted_side_effect"]),
+    "framework_stopped_reading": ("lookup_order", False, []),
+    "framework_stopped_but_sent": ("send_email", True, ["ghost_commit"]),
+}
+
+REGISTRY = """\
+[tools.send_invoice_registered]
+tier = "soft_irreversible"
+[tools.send_email]
+tier = "soft_irreversible"
+[tools.lookup_order]
+tier = "read_only"
+"""
+
+
+def framework_stopped_turn(builders: Any, name: str, tool: str, acked: bool) -> list[dict]:
+    """A framework's turn (GenAI spans) stopped while `tool` ran: the tool's span and the run's end with the
+    CancelledError; with `acked`, the third party's acknowledgement of the call arrives after."""
+    f = dict(session=None, turn=None, trace=name, node="app")
+    cancelled = {"exception.type": "asyncio.exceptions.CancelledError"}
+    call = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
+    call["gen_ai.tool.call.id"] = f"c-{name}"
+    rows = [
+        builders.span("invoke_agent a", 0, 1010, span_id=f"{name}-run", **f, status="error",
+                      attrs={"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": f"s-{name}"},
+                      events=[builders.event("exception", 1005, **cancelled)]),
+        builders.span("chat m", 10, 200, span_id=f"{name}-chat", parent=f"{name}-run", **f, attrs={
+            "gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": ["tool_calls"]}),
+        builders.span(f"execute_tool {tool}", 210, 1000, span_id=f"{name}-tool", parent=f"{name}-run", **f,
+                      attrs=call, status="error", events=[builders.event("exception", 1000, **cancelled)]),
+    ]
+    if acked:
+        ack = builders.event("third_party.ack", 1500, **{"gen_ai.tool.call.id": f"c-{name}",
+                                                          "turnlens.third_party.status": "250 OK"})
+        relay = builders.span("POST relay", 1490, 1510, span_id=f"{name}-relay", parent=f"{name}-tool", **f,
+                              kind="client", attrs={"server.address": "relay"}, events=[ack])
+        rows.append(relay)
+    return rows
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +192,8 @@ def con(tmp_path_factory: pytest.TempPathFactory, builders: Any) -> Iterator[duc
         if mutate:
             mutate(turn_rows, builders.hlc, builders.ns)
         rows.extend(turn_rows)
+    for name, (tool, acked, _) in FRAMEWORK_SCENARIOS.items():
+        rows.extend(framework_stopped_turn(builders, name, tool, acked))
     store = builders.write_store(tmp_path_factory.mktemp("divergences"), rows, registry_toml=REGISTRY)
     connection = catalog.connect(store)
     yield connection
@@ -177,6 +219,14 @@ def finding(con: duckdb.DuckDBPyConnection, turn: str) -> dict:
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_each_scenario_has_exactly_its_findings(con: duckdb.DuckDBPyConnection, name: str) -> None:
     assert kinds_of(con, name) == SCENARIOS[name][2]
+
+
+@pytest.mark.parametrize("name", FRAMEWORK_SCENARIOS)
+def test_each_framework_scenario_has_exactly_its_findings(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    found = con.execute(
+        "select kind from divergences where session_id = ? order by kind", [f"s-{name}"]
+    ).fetchall()
+    assert [kind for (kind,) in found] == FRAMEWORK_SCENARIOS[name][2]
 
 
 def test_every_kind_fires_somewhere_and_is_silent_somewhere(con: duckdb.DuckDBPyConnection) -> None:
