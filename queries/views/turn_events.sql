@@ -215,19 +215,19 @@ from query_table(spans);
 --     at its end.
 --   inferred.span_never_ended: a span never ended although its parent did, or an agent run ended with nothing under
 --     it (its model call never ended, so the SDK never exported it); at the parent's end.
---   inferred.tool_without_result: a tool span that lasted 10 ms or more ended without its result
---     (is_resultless_tool), and no model call of the turn started after it (the model never saw a result); at the
---     tool span's end. Shorter, it is the OpenAI Agents SDK pausing the run for a tool that needs approval (its span
---     ends at once, without result, the tool not run): no stop, but an approval.requested row (below). A tool that
---     returns nothing in a run configured to stop at that tool (the SDK's stop_on_first_tool) reads as a stop.
+--   inferred.tool_without_result: a tool span ended without its result (is_resultless_tool), and no model call of
+--     the turn started after it (the model never saw a result); at the tool span's end. An OpenInference one shorter
+--     than 10 ms is the OpenAI Agents SDK pausing the run for a tool that needs approval (its span ends at once,
+--     without result, the tool not run): no stop, but an approval.requested row (below). A tool that returns
+--     nothing in a run configured to stop at that tool (the SDK's stop_on_first_tool) reads as a stop.
 -- And a cancel.acknowledged row at the end of each span that ended by the cancellation exception, and of each tool
 -- span ended without its result (it stopped because of it), so cancel-to-ack is the time from the first
 -- cancellation to the last span it stopped; without such a span nothing shows when the cancel was acknowledged,
 -- and cancel_to_ack_ms is null (unknown).
 -- And an approval.requested row for each call a run paused to ask approval for, naming it (inferred_call_id,
 -- inferred_tool_name where the row's span does not), its turnlens.inferred saying how it shows:
---   'paused_tool': a tool span shorter than 10 ms that ended without its result, with no model call after it (the
---     OpenAI Agents SDK); at its end.
+--   'paused_tool': an OpenInference tool span shorter than 10 ms that ended without its result, with no model call
+--     after it (the OpenAI Agents SDK); at its end.
 --   'graph_interrupt': such a tool span, whatever its length, with LangGraph's GraphInterrupt exception (the tool
 --     called interrupt() to ask before it acts); at its end.
 --   'deferred_tool_requests': an agent run whose final_result lists the calls awaiting approval (pydantic-ai's
@@ -259,6 +259,8 @@ framework_spans as (
         is_model_span(s.attributes) as model_span,
         is_run_span(s.attributes) as run_span,
         is_resultless_tool(s.attributes, s.status_code) and s.end_time_unix_nano is not null as resultless_tool,
+        coalesce(contains(s.attributes, '"TOOL"')
+            and json_extract_string(s.attributes, '$."openinference.span.kind"') = 'TOOL', false) as openinference_tool,
         coalesce(  -- ADK's tool span, answered (its call id named from the response), not failed, no control tool
             contains(s.attributes, 'gcp.vertex.agent.event_id')
                 and json_extract_string(s.attributes, '$."gen_ai.operation.name"') = 'execute_tool'
@@ -297,8 +299,9 @@ unanswered_tools as (  -- a tool span ended without its result, and no model cal
         case
             when t.graph_interrupt then 'graph_interrupt'
             when not t.resultless_tool then 'tool_confirmation'
-            -- 10 ms: the OpenAI Agents SDK asked for approval
-            when t.end_time_unix_nano - t.start_time_unix_nano < 10000000 then 'paused_tool'
+            -- 10 ms: the OpenAI Agents SDK (OpenInference) asked for approval; ADK's and Traceloop's spans have no
+            -- such pause, and theirs are stops whatever their length
+            when t.openinference_tool and t.end_time_unix_nano - t.start_time_unix_nano < 10000000 then 'paused_tool'
         end as paused
     from framework_spans as t
     anti join framework_spans as m
