@@ -18,8 +18,8 @@ def keep_session_id(match: logfire.ScrubMatch) -> object:
     return None
 
 
-def main() -> None:
-    endpoints = harness.parse_endpoints()
+def configure(endpoints: harness.Endpoints) -> None:
+    """Logfire sending to the collector only, pydantic-ai instrumented."""
     logfire.configure(
         send_to_logfire=False,
         service_name="logfire-app",
@@ -30,6 +30,11 @@ def main() -> None:
         ],
     )
     logfire.instrument_pydantic_ai()
+
+
+def main() -> None:
+    endpoints = harness.parse_endpoints()
+    configure(endpoints)
     agent = harness.pydantic_agent(endpoints)
 
     async def ask(session: str, prompt: str) -> object:

@@ -6,13 +6,10 @@ did."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import scenario_harness as harness
 from pydantic_ai import Agent
 from pydantic_ai.models.instrumented import InstrumentationSettings
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers.openai import OpenAIProvider
 
 SESSION = "session-stop"
 TOOL_SECONDS = 2.0  # the user stops after harness.CANCEL_AFTER_S, while the tool runs
@@ -22,15 +19,7 @@ def main() -> None:
     endpoints = harness.parse_endpoints()
     provider = harness.tracer_provider(endpoints, "pydantic-ai-app")
     Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
-    openai = OpenAIProvider(base_url=endpoints.openai, api_key="sk-test")
-    agent = Agent(OpenAIChatModel("mock-model", provider=openai), name="assistant")
-
-    @agent.tool_plain
-    def send_email(to: str, body: str) -> str:
-        """Sends an e-mail."""
-        time.sleep(TOOL_SECONDS)
-        print("e-mail sent", flush=True)
-        return f"sent to {to}"
+    agent = harness.slow_email_agent(endpoints, TOOL_SECONDS)
 
     async def turn() -> object:
         tracer = provider.get_tracer("app")

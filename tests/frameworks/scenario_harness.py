@@ -102,6 +102,28 @@ def pydantic_agent(endpoints: Endpoints) -> Any:
     return agent
 
 
+def slow_email_agent(endpoints: Endpoints, seconds: float) -> Any:
+    """A pydantic-ai agent whose one tool, send_email, takes `seconds` in the worker thread pydantic-ai runs a
+    plain function tool in, then prints "e-mail sent" (the stop scenarios: the thread outlives the stop)."""
+    import time
+
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    provider = OpenAIProvider(base_url=endpoints.openai, api_key="sk-test")
+    agent = Agent(OpenAIChatModel("mock-model", provider=provider), name="assistant")
+
+    @agent.tool_plain
+    def send_email(to: str, body: str) -> str:
+        """Sends an e-mail."""
+        time.sleep(seconds)
+        print("e-mail sent", flush=True)
+        return f"sent to {to}"
+
+    return agent
+
+
 async def ask_pydantic_agent(agent: Any, prompt: str) -> object:
     """One turn of a pydantic-ai agent: LONG streamed (so it can be cancelled half-way), the others run."""
     if prompt == LONG:

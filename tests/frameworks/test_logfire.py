@@ -36,3 +36,18 @@ def test_logfire_turns_read_as_meant(
     text = turn_page.screenshot_turn(run.store, session, turn, output_dir / "frameworks" / "logfire_turn.png")
     assert "Turn detail" in text
     assert "{prompt}" not in text and "Traceback" not in text
+
+
+@pytest.mark.slow
+def test_a_tool_running_when_the_user_stops_is_interrupted_and_a_finding(
+    framework_store: Callable[[str], FrameworkRun],
+) -> None:
+    """Logfire's pydantic-ai spans, stopped while send_email runs in its thread (which sends the e-mail after
+    the stop): the tool span ends with the CancelledError, the call is interrupted, and a finding asks whether
+    the e-mail went out."""
+    run = framework_store("run_logfire_stop_tool.py")
+    assert "e-mail sent" in run.output  # what happened in the world
+    assert run.query("select status, cancel_origin from turns") == [("cancelled", "inferred.exception")]
+    ledger = run.query("select tool_name, status, tool_cancelled, commit_inferred from side_effects")
+    assert ledger == [("send_email", "interrupted", True, False)]
+    assert run.query("select kind, severity from divergences") == [("interrupted_side_effect", "high")]
