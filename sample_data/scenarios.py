@@ -362,14 +362,16 @@ def skewed_node(turn: Turn) -> float:
 # --- framework-instrumented turns (no turnlens.*, no HLC) ------------------------------------------
 
 
-def framework_genai(turn: Turn) -> float:
-    """A turn from an app instrumented only with the OpenTelemetry GenAI conventions."""
+GENAI_NODE = "support-bot-1"  # the app instrumented with the GenAI conventions only
+
+
+def _open_genai_run(turn: Turn) -> None:
+    """The GenAI app's agent run, its turn's root span."""
     turn.contract = False
-    node, rng = "support-bot-1", turn.rng
     turn.open(
         0.0,
         "agent",
-        node,
+        GENAI_NODE,
         "invoke_agent support-bot",
         kind=SpanKind.SERVER,
         attributes={
@@ -378,46 +380,65 @@ def framework_genai(turn: Turn) -> float:
             c.GEN_AI_CONVERSATION_ID: turn.session.session_id,
         },
     )
+
+
+def _genai_tool_request(turn: Turn, key: str, t: float) -> float:
+    """A model call of the GenAI app from t that asks for a tool; returns when it ended."""
+    rng = turn.rng
+    t_chat = t + lognormal(rng, 700, 0.4, 100, 4000)
+    turn.open(
+        t,
+        key,
+        GENAI_NODE,
+        "chat gpt-4o-mini",
+        parent="agent",
+        kind=SpanKind.CLIENT,
+        attributes={
+            c.GEN_AI_OPERATION_NAME: "chat",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.usage.input_tokens": rng.randint(200, 3000),
+            "gen_ai.usage.output_tokens": rng.randint(10, 80),
+            c.FINISH_REASONS: ["tool_calls"],
+        },
+    )
+    turn.close(t_chat, key)
+    return t_chat
+
+
+def _open_genai_tool(turn: Turn, key: str, t: float, tool: str, call_id: str) -> None:
+    """The GenAI app's span of one tool call, from t."""
+    turn.open(
+        t,
+        key,
+        GENAI_NODE,
+        f"execute_tool {tool}",
+        parent="agent",
+        attributes={
+            c.GEN_AI_OPERATION_NAME: "execute_tool",
+            c.TOOL_NAME: tool,
+            c.TOOL_CALL_ID: call_id,
+            "gen_ai.tool.type": "function",
+        },
+    )
+
+
+def framework_genai(turn: Turn) -> float:
+    """A turn from an app instrumented only with the OpenTelemetry GenAI conventions."""
+    rng = turn.rng
+    _open_genai_run(turn)
     t = 1.0
     for n in range(rng.randint(1, 2)):
-        t_chat = t + lognormal(rng, 700, 0.4, 100, 4000)
-        turn.open(
-            t,
-            f"chat{n}",
-            node,
-            "chat gpt-4o-mini",
-            parent="agent",
-            kind=SpanKind.CLIENT,
-            attributes={
-                c.GEN_AI_OPERATION_NAME: "chat",
-                "gen_ai.request.model": "gpt-4o-mini",
-                "gen_ai.usage.input_tokens": rng.randint(200, 3000),
-                "gen_ai.usage.output_tokens": rng.randint(10, 80),
-                c.FINISH_REASONS: ["tool_calls"],
-            },
-        )
-        turn.close(t_chat, f"chat{n}")
+        t_chat = _genai_tool_request(turn, f"chat{n}", t)
         t_tool = t_chat + lognormal(rng, 150, 0.5, 10, 2000)
-        turn.open(
-            t_chat + 0.5,
-            f"tool{n}",
-            node,
-            "execute_tool lookup_order",
-            parent="agent",
-            attributes={
-                c.GEN_AI_OPERATION_NAME: "execute_tool",
-                c.TOOL_NAME: rng.choice(["lookup_order", "search_docs"]),
-                c.TOOL_CALL_ID: turn.call_id(),
-                "gen_ai.tool.type": "function",
-            },
-        )
+        tool = rng.choice(["lookup_order", "search_docs"])
+        _open_genai_tool(turn, f"tool{n}", t_chat + 0.5, tool, turn.call_id())
         turn.close(t_tool, f"tool{n}")
         t = t_tool + 1.0
     t_end = t + lognormal(rng, 2500, 0.5, 200, 15000)
     turn.open(
         t,
         "final",
-        node,
+        GENAI_NODE,
         "chat gpt-4o-mini",
         parent="agent",
         kind=SpanKind.CLIENT,
@@ -492,53 +513,12 @@ def framework_stop_during_tool(turn: Turn) -> float:
     """A GenAI-instrumented app whose user stops while send_email runs: the task awaiting the tool is
     cancelled, its span and the agent run's end with the CancelledError, and whether the e-mail went out is
     unknown."""
-    turn.contract = False
     turn.cancelled = True
-    node, rng = "support-bot-1", turn.rng
-    turn.open(
-        0.0,
-        "agent",
-        node,
-        "invoke_agent support-bot",
-        kind=SpanKind.SERVER,
-        attributes={
-            c.GEN_AI_OPERATION_NAME: "invoke_agent",
-            "gen_ai.agent.name": "support-bot",
-            c.GEN_AI_CONVERSATION_ID: turn.session.session_id,
-        },
-    )
-    t_chat = 1.0 + lognormal(rng, 700, 0.4, 100, 4000)
-    turn.open(
-        1.0,
-        "chat",
-        node,
-        "chat gpt-4o-mini",
-        parent="agent",
-        kind=SpanKind.CLIENT,
-        attributes={
-            c.GEN_AI_OPERATION_NAME: "chat",
-            "gen_ai.request.model": "gpt-4o-mini",
-            "gen_ai.usage.input_tokens": rng.randint(200, 3000),
-            "gen_ai.usage.output_tokens": rng.randint(10, 80),
-            c.FINISH_REASONS: ["tool_calls"],
-        },
-    )
-    turn.close(t_chat, "chat")
+    _open_genai_run(turn)
+    t_chat = _genai_tool_request(turn, "chat", 1.0)
     call = instrument.ToolCall("send_email", turn.call_id(), tier="soft_irreversible")
-    turn.open(
-        t_chat + 0.5,
-        "tool",
-        node,
-        "execute_tool send_email",
-        parent="agent",
-        attributes={
-            c.GEN_AI_OPERATION_NAME: "execute_tool",
-            c.TOOL_NAME: call.name,
-            c.TOOL_CALL_ID: call.call_id,
-            "gen_ai.tool.type": "function",
-        },
-    )
-    t_stop = t_chat + 0.5 + lognormal(rng, 400, 0.5, 20, 3000)  # the relay is slow: the user gives up
+    _open_genai_tool(turn, "tool", t_chat + 0.5, call.name, call.call_id)
+    t_stop = t_chat + 0.5 + lognormal(turn.rng, 400, 0.5, 20, 3000)  # the relay is slow: the user gives up
     turn.exception(t_stop, "tool", "asyncio.exceptions.CancelledError")
     turn.close(t_stop + 0.05, "tool", error="CancelledError")
     turn.exception(t_stop + 0.2, "agent", "asyncio.exceptions.CancelledError")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import scenario_harness as harness
 from openai import AsyncOpenAI
@@ -17,17 +16,12 @@ from traceloop.sdk.decorators import tool, workflow
 from traceloop.sdk.instruments import Instruments
 
 SESSION = "session-stop"
-STOP_AFTER_S = 0.5  # into the wait for the relay's answer
-OUT = threading.Event()  # the e-mail is with the relay
+RELAY = harness.Relay()
 
 
 @tool(name="send_email")
 async def send_email(to: str, body: str) -> str:
-    await asyncio.sleep(0.2)  # the request to the relay
-    print("e-mail handed to the relay", flush=True)
-    OUT.set()
-    await asyncio.sleep(2.0)  # the relay's answer, which the user does not wait for
-    return f"sent to {to}"
+    return await RELAY.send(to)
 
 
 def main() -> None:
@@ -58,21 +52,9 @@ def main() -> None:
 
     async def stop_while_the_tool_runs() -> None:
         Traceloop.set_association_properties({"session_id": SESSION})
-        task = asyncio.ensure_future(turn(harness.EMAIL))
-        while not OUT.is_set() and not task.done():
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(STOP_AFTER_S)
-        print("stop", flush=True)
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
-        else:
-            raise AssertionError("the turn finished before the user stopped it")
+        await harness.stop_once(turn(harness.EMAIL), RELAY.handed)
 
     asyncio.run(stop_while_the_tool_runs())
-
 
 if __name__ == "__main__":
     main()

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import os
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -180,6 +181,40 @@ async def cancel_half_way(answer: Awaitable[object]) -> None:
         pass
     else:
         raise AssertionError("the long answer finished before the user cancelled it")
+
+
+class Relay:
+    """A mail relay a coroutine tool hands the e-mail to, then waits `answer_s` for its answer: the stop
+    scenarios of the frameworks whose tools run on the event loop (a stop lands only where a coroutine
+    awaits)."""
+
+    def __init__(self, answer_s: float = 2.0) -> None:
+        self.answer_s = answer_s
+        self.handed = threading.Event()
+
+    async def send(self, to: str) -> str:
+        await asyncio.sleep(0.2)  # the request to the relay
+        print("e-mail handed to the relay", flush=True)
+        self.handed.set()
+        await asyncio.sleep(self.answer_s)  # the relay's answer, which the user does not wait for
+        return f"sent to {to}"
+
+
+async def stop_once(answer: Awaitable[object], ready: threading.Event, after_s: float = 0.5) -> None:
+    """Runs a turn and cancels it `after_s` after `ready` is set, as a user pressing stop: a fixed wait from
+    the start would miss the tool when a framework's first model call is slow (LiteLLM's is)."""
+    task = asyncio.ensure_future(answer)
+    while not ready.is_set() and not task.done():
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(after_s)
+    print("stop", flush=True)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    else:
+        raise AssertionError("the turn finished before the user stopped it")
 
 
 Ask = Callable[[str, str], Awaitable[object]]  # (session id, prompt) -> answer; streamed for LONG
