@@ -26,8 +26,8 @@ def send_email(to: str, body: str) -> str:
     return f"sent to {to}"
 
 
-def main() -> None:
-    endpoints = harness.parse_endpoints()
+def init(endpoints: harness.Endpoints) -> None:
+    """Traceloop exporting to the collector only, each span as it ends, its OpenAI instrumentation on."""
     Traceloop.init(
         app_name="traceloop-app",
         exporter=OTLPSpanExporter(endpoint=f"{endpoints.otlp}/v1/traces"),
@@ -35,6 +35,11 @@ def main() -> None:
         telemetry_enabled=False,
         instruments={Instruments.OPENAI},
     )
+
+
+def main() -> None:
+    endpoints = harness.parse_endpoints()
+    init(endpoints)
     client = AsyncOpenAI(base_url=endpoints.openai, api_key="sk-test")
     run_tool = {"get_weather": get_weather, "send_email": send_email}
 

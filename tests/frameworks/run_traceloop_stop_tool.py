@@ -8,12 +8,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+import run_traceloop
 import scenario_harness as harness
 from openai import AsyncOpenAI
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from traceloop.sdk import Traceloop
 from traceloop.sdk.decorators import tool, workflow
-from traceloop.sdk.instruments import Instruments
 
 SESSION = "session-stop"
 RELAY = harness.Relay()
@@ -26,13 +25,7 @@ async def send_email(to: str, body: str) -> str:
 
 def main() -> None:
     endpoints = harness.parse_endpoints()
-    Traceloop.init(
-        app_name="traceloop-app",
-        exporter=OTLPSpanExporter(endpoint=f"{endpoints.otlp}/v1/traces"),
-        disable_batch=True,
-        telemetry_enabled=False,
-        instruments={Instruments.OPENAI},
-    )
+    run_traceloop.init(endpoints)
     client = AsyncOpenAI(base_url=endpoints.openai, api_key="sk-test")
 
     @workflow(name="chat_turn")

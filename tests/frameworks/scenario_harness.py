@@ -174,13 +174,18 @@ async def cancel_half_way(answer: Awaitable[object]) -> None:
     """Runs a streamed answer and cancels it after CANCEL_AFTER_S, as a client closing the stream."""
     task = asyncio.ensure_future(answer)
     await asyncio.sleep(CANCEL_AFTER_S)
+    await _cancel(task)
+
+
+async def _cancel(task: asyncio.Future[object]) -> None:
+    """Cancels a turn still under way, as the user's stop: one that already finished is a broken scenario."""
     task.cancel()
     try:
         await task
     except asyncio.CancelledError:
         pass
     else:
-        raise AssertionError("the long answer finished before the user cancelled it")
+        raise AssertionError("the turn finished before the user stopped it")
 
 
 class Relay:
@@ -208,13 +213,7 @@ async def stop_once(answer: Awaitable[object], ready: threading.Event, after_s: 
         await asyncio.sleep(0.05)
     await asyncio.sleep(after_s)
     print("stop", flush=True)
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
-    else:
-        raise AssertionError("the turn finished before the user stopped it")
+    await _cancel(task)
 
 
 Ask = Callable[[str, str], Awaitable[object]]  # (session id, prompt) -> answer; streamed for LONG
