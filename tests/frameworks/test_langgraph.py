@@ -42,18 +42,31 @@ def test_a_tool_asking_a_person_with_interrupt_awaits_approval_and_commits_once_
 
 
 @pytest.mark.slow
-def test_a_tool_still_running_when_the_user_stops_commits_after_the_cancel(
+def test_a_tool_running_when_the_user_stops_commits_after_it_from_a_thread_or_is_interrupted_on_the_loop(
     framework_store: Callable[[str], FrameworkRun],
 ) -> None:
-    """The stop cancels the graph's task, not the worker thread running send_email: the graph's spans end with
-    the CancelledError, the tool's span a second later, with an ok status, when the thread returns having sent
-    the e-mail. The spans tell the truth here: a side effect committed after the user's stop."""
+    """session-thread: the stop cancels the graph's task, not the worker thread running send_email: the
+    graph's spans end with the CancelledError, the tool's span a second later, with an ok status, when the
+    thread returns having sent the e-mail. The spans tell the truth here: a side effect committed after the
+    user's stop. session-coroutine: the stop cancels the tool itself, waiting for the relay's answer with the
+    e-mail handed over: its span ends with the CancelledError, the call interrupted, and a finding asks
+    whether the e-mail went out."""
     run = framework_store("run_langgraph_stop_tool.py")
-    assert "e-mail sent" in run.output  # what happened in the world
-    assert run.query("select status, cancel_origin from turns") == [("cancelled", "inferred.exception")]
+    assert "e-mail sent" in run.output and "e-mail handed to the relay" in run.output  # the world, as it went
+    turns = run.query("select session_id, status, cancel_origin from turns order by session_id")
+    assert turns == [
+        ("session-coroutine", "cancelled", "inferred.exception"),
+        ("session-thread", "cancelled", "inferred.exception"),
+    ]
     [(status, cancelled, after_ms)] = run.query("""
         select s.status, s.tool_cancelled, (s.committed_hlc >> 16) - (x.requested_hlc >> 16)
-        from side_effects as s join cancel_acks as x using (session_id, turn_id)""")
+        from side_effects as s join cancel_acks as x using (session_id, turn_id)
+        where session_id = 'session-thread'""")
     assert (status, cancelled) == ("committed", False) and 500 < after_ms < 5000  # the tool sleeps 2 s
-    [(evidence,)] = run.query("select evidence from divergences where kind = 'cancelled_but_committed'")
-    assert "send_email (soft_irreversible) committed" in evidence and "after the cancel" in evidence
+    found = run.query("select session_id, kind from divergences where kind <> 'missing_idempotency_key'")
+    assert sorted(found) == [
+        ("session-coroutine", "interrupted_side_effect"),
+        ("session-thread", "cancelled_but_committed"),
+    ]
+    ledger = "select status, tool_cancelled from side_effects where session_id = 'session-coroutine'"
+    assert run.query(ledger) == [("interrupted", True)]
