@@ -72,15 +72,19 @@ metrics[1].metric("Tokens before stop", "—" if pd.isna(before) else f"{int(bef
 metrics[2].metric("Tool calls", len(ledger), border=True)
 after_stop = int(ledger["committed_after_stop"].fillna(False).sum())
 despite_stop = int((findings["kind"] == finding_kinds.CANCELLED_BUT_COMMITTED).sum()) if len(findings) else 0
+cut_short = int((findings["kind"] == finding_kinds.INTERRUPTED_SIDE_EFFECT).sum()) if len(findings) else 0
 metrics[3].metric(
     "Committed despite the stop",
     despite_stop,
-    f"{after_stop} after it · {max(despite_stop - after_stop, 0)} before it, never undone nor shown",
+    (f"{cut_short} cut short, outcome unknown · " if cut_short else "")  # first: the chip cuts a long line
+    + f"{after_stop} after it · {max(despite_stop - after_stop, 0)} before it, never undone nor shown",
     delta_color="off",
     delta_arrow="off",
     border=True,
     help="`cancelled_but_committed` findings: side effects of a stopped turn that stood, whether committed "
-    "after the stop or before it and never compensated nor shown to the user.",
+    "after the stop or before it and never compensated nor shown to the user. Cut short: "
+    "`interrupted_side_effect` findings, side-effecting calls the stop ended without a result, which may or "
+    "may not have acted.",
 )
 metrics[4].metric(
     "Findings",

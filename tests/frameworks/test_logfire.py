@@ -39,15 +39,20 @@ def test_logfire_turns_read_as_meant(
 
 
 @pytest.mark.slow
+@pytest.mark.browser
 def test_a_tool_running_when_the_user_stops_is_interrupted_and_a_finding(
-    framework_store: Callable[[str], FrameworkRun],
+    framework_store: Callable[[str], FrameworkRun], output_dir: Path
 ) -> None:
     """Logfire's pydantic-ai spans, stopped while send_email runs in its thread (which sends the e-mail after
     the stop): the tool span ends with the CancelledError, the call is interrupted, and a finding asks whether
-    the e-mail went out."""
+    the e-mail went out; the turn's page says so beside what committed despite the stop."""
     run = framework_store("run_logfire_stop_tool.py")
     assert "e-mail sent" in run.output  # what happened in the world
     assert run.query("select status, cancel_origin from turns") == [("cancelled", "inferred.exception")]
     ledger = run.query("select tool_name, status, tool_cancelled, commit_inferred from side_effects")
     assert ledger == [("send_email", "interrupted", True, False)]
     assert run.query("select kind, severity from divergences") == [("interrupted_side_effect", "high")]
+    [(session, turn)] = run.query("select session_id, turn_id from turns")
+    shot = output_dir / "frameworks" / "logfire_stop_tool.png"
+    text = turn_page.screenshot_turn(run.store, session, turn, shot, wait_for="interrupted_side_effect")
+    assert "1 cut short, outcome unknown" in text

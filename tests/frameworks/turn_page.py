@@ -8,8 +8,9 @@ from pathlib import Path
 from dashboard_server import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, running_dashboard
 
 
-def screenshot_turn(store: Path, session: str, turn: str, shot: Path) -> str:
-    """Opens one turn's Turn detail page, waits for its timeline, screenshots it; returns the page text."""
+def screenshot_turn(store: Path, session: str, turn: str, shot: Path, *, wait_for: str | None = None) -> str:
+    """Opens one turn's Turn detail page, waits for its timeline (and for the text `wait_for`, from a part of
+    the page drawn later), screenshots it; returns the page text."""
     from playwright.sync_api import sync_playwright
 
     assert CHROMIUM.exists(), NO_CHROMIUM
@@ -26,6 +27,8 @@ def screenshot_turn(store: Path, session: str, turn: str, shot: Path) -> str:
                     .every(c => c.querySelector('svg g, canvas'))""",
                 timeout=60_000,
             )
+            if wait_for is not None:
+                page.get_by_text(wait_for).first.wait_for(timeout=60_000)
             page.screenshot(path=str(shot), full_page=True)
             assert page.locator('[data-testid="stException"]').count() == 0
             text = page.locator('[data-testid="stMain"]').inner_text()
