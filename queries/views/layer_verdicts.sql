@@ -55,9 +55,12 @@ judged as (
             when layer = 'tool' then case
                 when compensations > 0 then 'compensated'
                 when commits > 0 then 'succeeded'
-                when failures > 0 or error_spans > 0 then 'failed'
+                when failures > 0 then 'failed'
+                -- before the error spans: a framework's tool span ended by the cancellation (its CancelledError)
+                -- has an error status, and acknowledged the cancel; it was stopped, it did not fail
+                when cancel_acknowledged and discards = 0 then 'cancelled'
+                when error_spans > 0 then 'failed'
                 when discards > 0 then 'discarded'
-                when cancel_acknowledged then 'cancelled'
                 when open_spans > 0 then 'running'
                 else 'succeeded'
             end

@@ -851,6 +851,9 @@ def test_a_framework_tool_the_stop_interrupted_is_neither_failed_nor_committed(k
     ).fetchall() == [("call-1", "interrupted", True, False, None)]
     turn = con.execute("select status, cancel_origin from turns").fetchall()
     assert turn == [("cancelled", "inferred.exception")]
+    # the tool layer was stopped, whatever status the span's CancelledError left: it did not fail
+    verdict = con.execute("select verdict from layer_verdicts where layer = 'tool'").fetchall()
+    assert verdict == [("cancelled",)]
     # whether the e-mail went out is the question left to a person: a finding says so, with the call
     [(kind, severity, call, detected_ms, evidence)] = con.execute(
         "select kind, severity, tool_call_id, detected_hlc >> 16, evidence from divergences"
