@@ -382,10 +382,8 @@ def _open_genai_run(turn: Turn) -> None:
     )
 
 
-def _genai_tool_request(turn: Turn, key: str, t: float) -> float:
-    """A model call of the GenAI app from t that asks for a tool; returns when it ended."""
-    rng = turn.rng
-    t_chat = t + lognormal(rng, 700, 0.4, 100, 4000)
+def _genai_chat(turn: Turn, key: str, t: float, t_end: float, attributes: dict[str, object]) -> None:
+    """A model call of the GenAI app from t to t_end, with its usage and finish reasons."""
     turn.open(
         t,
         key,
@@ -393,15 +391,20 @@ def _genai_tool_request(turn: Turn, key: str, t: float) -> float:
         "chat gpt-4o-mini",
         parent="agent",
         kind=SpanKind.CLIENT,
-        attributes={
-            c.GEN_AI_OPERATION_NAME: "chat",
-            "gen_ai.request.model": "gpt-4o-mini",
-            "gen_ai.usage.input_tokens": rng.randint(200, 3000),
-            "gen_ai.usage.output_tokens": rng.randint(10, 80),
-            c.FINISH_REASONS: ["tool_calls"],
-        },
+        attributes={c.GEN_AI_OPERATION_NAME: "chat", "gen_ai.request.model": "gpt-4o-mini", **attributes},
     )
-    turn.close(t_chat, key)
+    turn.close(t_end, key)
+
+
+def _genai_tool_request(turn: Turn, key: str, t: float) -> float:
+    """A model call of the GenAI app from t that asks for a tool; returns when it ended."""
+    rng = turn.rng
+    t_chat = t + lognormal(rng, 700, 0.4, 100, 4000)
+    usage = {
+        "gen_ai.usage.input_tokens": rng.randint(200, 3000),
+        "gen_ai.usage.output_tokens": rng.randint(10, 80),
+    }
+    _genai_chat(turn, key, t, t_chat, {**usage, c.FINISH_REASONS: ["tool_calls"]})
     return t_chat
 
 
@@ -435,21 +438,8 @@ def framework_genai(turn: Turn) -> float:
         turn.close(t_tool, f"tool{n}")
         t = t_tool + 1.0
     t_end = t + lognormal(rng, 2500, 0.5, 200, 15000)
-    turn.open(
-        t,
-        "final",
-        GENAI_NODE,
-        "chat gpt-4o-mini",
-        parent="agent",
-        kind=SpanKind.CLIENT,
-        attributes={
-            c.GEN_AI_OPERATION_NAME: "chat",
-            "gen_ai.request.model": "gpt-4o-mini",
-            "gen_ai.usage.output_tokens": rng.randint(80, 900),
-            c.FINISH_REASONS: ["stop"],
-        },
-    )
-    turn.close(t_end, "final")
+    answer = {"gen_ai.usage.output_tokens": rng.randint(80, 900), c.FINISH_REASONS: ["stop"]}
+    _genai_chat(turn, "final", t, t_end, answer)
     return t_end + 1.0
 
 
