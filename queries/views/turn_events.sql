@@ -125,6 +125,30 @@ create or replace macro tool_call_id_of(text) as (
     nullif(text, '<not specified>')
 );
 
+-- is_openinference_tool(attributes): an OpenInference tool span (openinference.span.kind TOOL).
+create or replace macro is_openinference_tool(attributes) as (
+    coalesce(
+        contains(attributes, '"TOOL"')  -- cheap: most spans are no tool
+        and json_extract_string(attributes, '$."openinference.span.kind"') = 'TOOL',
+        false
+    )
+);
+
+-- is_adk_answered_tool(attributes, status_code): Google ADK's execute_tool span (ADK writes its event id on it)
+-- whose call ADK named from the tool's response (not its '<not specified>'), that did not fail, and is neither
+-- ADK's span around a batch of parallel calls nor a control tool.
+create or replace macro is_adk_answered_tool(attributes, status_code) as (
+    coalesce(
+        status_code is distinct from 'error'
+        and contains(attributes, 'gcp.vertex.agent.event_id')  -- cheap: most spans are no ADK tool
+        and json_extract_string(attributes, '$."gen_ai.operation.name"') = 'execute_tool'
+        and tool_call_id_of(json_extract_string(attributes, '$."gen_ai.tool.call.id"')) is not null
+        and not is_tool_batch(json_extract_string(attributes, '$."gen_ai.tool.name"'))
+        and not is_control_tool(json_extract_string(attributes, '$."gen_ai.tool.name"')),
+        false
+    )
+);
+
 -- is_resultless_tool(attributes, status_code): a tool span that ended without the call's result and did not fail.
 -- An OpenInference tool span that records the call's input but not its result (input.value without output.value):
 -- the OpenAI Agents SDK ends the span of a tool the stop interrupted that way, with an ok status (its spans record
@@ -138,8 +162,7 @@ create or replace macro is_resultless_tool(attributes, status_code) as (
     coalesce(
         status_code is distinct from 'error'
         and (
-            (contains(attributes, '"TOOL"')  -- cheap: most spans are no tool
-                and json_extract_string(attributes, '$."openinference.span.kind"') = 'TOOL'
+            (is_openinference_tool(attributes)
                 and json_exists(attributes, '$."input.value"') and not json_exists(attributes, '$."output.value"'))
             or (contains(attributes, 'traceloop.entity.input')
                 and json_extract_string(attributes, '$."traceloop.span.kind"') = 'tool'
@@ -259,16 +282,8 @@ framework_spans as (
         is_model_span(s.attributes) as model_span,
         is_run_span(s.attributes) as run_span,
         is_resultless_tool(s.attributes, s.status_code) and s.end_time_unix_nano is not null as resultless_tool,
-        coalesce(contains(s.attributes, '"TOOL"')
-            and json_extract_string(s.attributes, '$."openinference.span.kind"') = 'TOOL', false) as openinference_tool,
-        coalesce(  -- ADK's tool span, answered (its call id named from the response), not failed, no control tool
-            contains(s.attributes, 'gcp.vertex.agent.event_id')
-                and json_extract_string(s.attributes, '$."gen_ai.operation.name"') = 'execute_tool'
-                and tool_call_id_of(json_extract_string(s.attributes, '$."gen_ai.tool.call.id"')) is not null
-                and s.status_code is distinct from 'error' and s.end_time_unix_nano is not null
-                and not is_tool_batch(json_extract_string(s.attributes, '$."gen_ai.tool.name"'))
-                and not is_control_tool(json_extract_string(s.attributes, '$."gen_ai.tool.name"')),
-            false) as adk_answered_tool,
+        is_openinference_tool(s.attributes) as openinference_tool,
+        is_adk_answered_tool(s.attributes, s.status_code) and s.end_time_unix_nano is not null as adk_answered_tool,
         len(list_filter(s.events, lambda e: e.name = 'exception'
             and is_graph_interrupt(json_extract_string(e.attributes, '$."exception.type"')))) > 0 as graph_interrupt,
         case when contains(s.attributes, '"approvals') and is_run_span(s.attributes) and s.end_time_unix_nano is not null

@@ -49,5 +49,6 @@ def main() -> None:
 
     asyncio.run(stop_while_the_tool_runs())
 
+
 if __name__ == "__main__":
     main()

@@ -80,15 +80,21 @@ OPENAI_TOOLS = [
 ]
 
 
-def pydantic_agent(endpoints: Endpoints) -> Any:
-    """A pydantic-ai agent on the mock OpenAI server with the two tools (the pydantic-ai and Logfire
-    scenarios; imported here only when one of them runs)."""
+def _pydantic_assistant(endpoints: Endpoints) -> Any:
+    """A pydantic-ai agent on the mock OpenAI server, without tools (imported here only when a pydantic-ai or
+    Logfire scenario runs)."""
     from pydantic_ai import Agent
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
     provider = OpenAIProvider(base_url=endpoints.openai, api_key="sk-test")
-    agent = Agent(OpenAIChatModel("mock-model", provider=provider), name="assistant")
+    return Agent(OpenAIChatModel("mock-model", provider=provider), name="assistant")
+
+
+def pydantic_agent(endpoints: Endpoints) -> Any:
+    """A pydantic-ai agent on the mock OpenAI server with the two tools (the pydantic-ai and Logfire
+    scenarios)."""
+    agent = _pydantic_assistant(endpoints)
 
     @agent.tool_plain
     def get_weather(city: str) -> str:
@@ -106,14 +112,7 @@ def pydantic_agent(endpoints: Endpoints) -> Any:
 def slow_email_agent(endpoints: Endpoints, seconds: float) -> Any:
     """A pydantic-ai agent whose one tool, send_email, takes `seconds` in the worker thread pydantic-ai runs a
     plain function tool in, then prints "e-mail sent" (the stop scenarios: the thread outlives the stop)."""
-    import time
-
-    from pydantic_ai import Agent
-    from pydantic_ai.models.openai import OpenAIChatModel
-    from pydantic_ai.providers.openai import OpenAIProvider
-
-    provider = OpenAIProvider(base_url=endpoints.openai, api_key="sk-test")
-    agent = Agent(OpenAIChatModel("mock-model", provider=provider), name="assistant")
+    agent = _pydantic_assistant(endpoints)
 
     @agent.tool_plain
     def send_email(to: str, body: str) -> str:
