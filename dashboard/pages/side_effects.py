@@ -42,6 +42,13 @@ NARROW = {
     "turn_id": st.column_config.TextColumn("turn", width="small"),
 }
 TIERS = ["read_only", "button_reversible", "soft_irreversible", "hard_irreversible"]
+TILES = [  # the ledger's findings an SRE counts first, each a tile
+    ("Unbilled", findings.UNBILLED_SIDE_EFFECT, "a billable call committed and was never charged"),
+    ("Unapproved", findings.UNAPPROVED_SIDE_EFFECT, "committed without the approval it requires"),
+    ("Duplicate commits", findings.DUPLICATE_COMMIT, "the third party executed one idempotency key twice"),
+    ("Ghost commits", findings.GHOST_COMMIT, "the third party acted on a call the tool layer says did not"),
+    ("Cut short", findings.INTERRUPTED_SIDE_EFFECT, "the stop ended the call unfinished: outcome unknown"),
+]
 
 st.title("Side effects")
 st.caption("Every tool call with the HLC of each phase of its life, and the findings that name it.")
@@ -69,19 +76,10 @@ if not len(ledger):
     st.stop()
 
 counts = ledger["finding_kinds"].explode().value_counts()
-tiles = st.columns(5)
+tiles = st.columns(1 + len(TILES))
 tiles[0].metric("Calls", f"{len(ledger):,}" + ("+" if len(ledger) >= ROW_LIMIT else ""), border=True)
-for tile, (label, kind) in zip(
-    tiles[1:],
-    [
-        ("Unbilled", "unbilled_side_effect"),
-        ("Unapproved", "unapproved_side_effect"),
-        ("Duplicate commits", "duplicate_commit"),
-        ("Ghost commits", "ghost_commit"),
-    ],
-    strict=True,
-):
-    tile.metric(label, int(counts.get(kind, 0)), border=True)
+for tile, (label, kind, meaning) in zip(tiles[1:], TILES, strict=True):
+    tile.metric(label, int(counts.get(kind, 0)), border=True, help=f"`{kind}` findings: {meaning}.")
 
 table = common.with_turn_links(ledger)
 

@@ -45,7 +45,8 @@ def test_a_tool_running_when_the_user_stops_is_interrupted_and_a_finding(
 ) -> None:
     """Logfire's pydantic-ai spans, stopped while send_email runs in its thread (which sends the e-mail after
     the stop): the tool span ends with the CancelledError, the call is interrupted, and a finding asks whether
-    the e-mail went out; the turn's page says so beside what committed despite the stop."""
+    the e-mail went out; the turn's page says so beside what committed despite the stop, and the Side effects
+    page counts the call cut short."""
     run = framework_store("run_logfire_stop_tool.py")
     assert "e-mail sent" in run.output  # what happened in the world
     assert run.query("select status, cancel_origin from turns") == [("cancelled", "inferred.exception")]
@@ -53,6 +54,15 @@ def test_a_tool_running_when_the_user_stops_is_interrupted_and_a_finding(
     assert ledger == [("send_email", "interrupted", True, False)]
     assert run.query("select kind, severity from divergences") == [("interrupted_side_effect", "high")]
     [(session, turn)] = run.query("select session_id, turn_id from turns")
-    shot = output_dir / "frameworks" / "logfire_stop_tool.png"
-    text = turn_page.screenshot_turn(run.store, session, turn, shot, wait_for="interrupted_side_effect")
-    assert "1 cut short, outcome unknown" in text
+    shots = output_dir / "frameworks"
+    run.close()  # the dashboard opens the store's catalog itself
+    turn_text, ledger_text = turn_page.screenshot_pages(
+        run.store,
+        [
+            (turn_page.turn_path(session, turn), shots / "logfire_stop_tool.png", ["interrupted_side"]),
+            ("side_effects", shots / "logfire_stop_tool_ledger.png", ["Cut short", "interrupted"]),
+        ],
+    )
+    assert "1 cut short, outcome unknown" in turn_text
+    tiles = ledger_text.split("Cut short", 1)[1].split()
+    assert tiles[0] == "1", ledger_text  # the tile's count, drawn under its label
