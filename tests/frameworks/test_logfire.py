@@ -60,7 +60,7 @@ def test_a_tool_running_when_the_user_stops_is_interrupted_and_a_finding(
         run.store,
         [
             (turn_page.turn_path(session, turn), shots / "logfire_stop_tool.png", ["interrupted_side"]),
-            ("side_effects", shots / "logfire_stop_tool_ledger.png", ["Cut short", "interrupted"]),
+            ("side_effects", shots / "logfire_stop_tool_ledger.png", ["Cut short"]),
         ],
     )
     assert "1 cut short, outcome unknown" in turn_text
