@@ -45,7 +45,7 @@ TIERS = ["read_only", "button_reversible", "soft_irreversible", "hard_irreversib
 TILES = [  # the ledger's findings an SRE counts first, each a tile
     ("Unbilled", findings.UNBILLED_SIDE_EFFECT, "a billable call committed and was never charged"),
     ("Unapproved", findings.UNAPPROVED_SIDE_EFFECT, "committed without the approval it requires"),
-    ("Duplicate commits", findings.DUPLICATE_COMMIT, "the third party executed one idempotency key twice"),
+    ("Duplicates", findings.DUPLICATE_COMMIT, "the third party executed one idempotency key twice"),
     ("Ghost commits", findings.GHOST_COMMIT, "the third party acted on a call the tool layer says did not"),
     ("Cut short", findings.INTERRUPTED_SIDE_EFFECT, "the stop ended the call unfinished: outcome unknown"),
 ]
