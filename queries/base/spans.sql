@@ -31,12 +31,14 @@
 --   span_session_id: session.id (or gen_ai.conversation.id) as stamped on this span itself.
 --   span_turn_id: turnlens.turn.id as stamped on this span itself.
 --   layer: turnlens.layer, else inferred from other conventions (at ingest, then from the framework attributes the
---     collector does not read: Traceloop's traceloop.span.kind, a bare gen_ai.tool.name); null when nothing tells.
+--     collector does not read: Traceloop's traceloop.span.kind, LangSmith's chain runs, a bare gen_ai.tool.name);
+--     null when nothing tells.
 --   hlc: turnlens.hlc at span start, (physical_ms << 16) | logical; null when the span carries none.
 --   received_unix_nano: when a collector accepted the newest copy of the span.
 --   session_id: the session, from the outermost span of the trace that names one (session.id, gen_ai.conversation.id,
---     else a framework's: Traceloop's traceloop.association.properties.session_id, Logfire's session_id baggage),
---     else through a link, else the trace id.
+--     else a framework's: Traceloop's traceloop.association.properties.session_id, Logfire's session_id baggage,
+--     LangSmith's run metadata langsmith.metadata.session_id / thread_id / conversation_id), else through a link,
+--     else the trace id.
 --   turn_id: the turn, resolved the same way; a trace naming none that holds several agent runs (the OpenAI Agents
 --     SDK's `with trace(...)` around a conversation) is a turn per run, named <trace_id>:<span_id of the run's
 --     parent>; any other trace with neither becomes a turn (and a session) of its own.
@@ -144,13 +146,15 @@ create or replace macro key_traces_of(traces) as (
 );
 
 -- framework_layer(attributes): the layer of a span the collector could not place (contract.infer_layer reads only
--- the attributes it keeps): Traceloop's traceloop.span.kind (tool; workflow, agent, task), a span naming a tool by
--- gen_ai.tool.name alone, a Traceloop model span (llm.request.type); null when nothing tells.
+-- the attributes it keeps): Traceloop's traceloop.span.kind (tool; workflow, agent, task), LangSmith's chain runs
+-- (langsmith.span.kind: a graph, its nodes, its runnables), a span naming a tool by gen_ai.tool.name alone, a
+-- Traceloop model span (llm.request.type); null when nothing tells.
 create or replace macro framework_layer(attributes) as (
     case
         when attributes is null then null
         when json_extract_string(attributes, '$."traceloop.span.kind"') = 'tool' then 'tool'
         when json_extract_string(attributes, '$."traceloop.span.kind"') in ('workflow', 'agent', 'task') then 'runtime'
+        when json_extract_string(attributes, '$."langsmith.span.kind"') = 'chain' then 'runtime'
         when json_extract_string(attributes, '$."gen_ai.tool.name"') is not null
             and json_extract_string(attributes, '$."gen_ai.operation.name"') is null then 'tool'
         when json_extract_string(attributes, '$."llm.request.type"') is not null then 'runtime'
@@ -218,6 +222,12 @@ trace_identity as (  -- where the spans of one trace disagree, the outermost spa
                     -- Logfire's baggage, copied onto every span (unless Logfire scrubbed it: not a session)
                     case when not starts_with(json_extract_string(attributes, '$.session_id'), '[Scrubbed')
                         then json_extract_string(attributes, '$.session_id') end
+                ) end, case when contains(attributes, 'langsmith.metadata.') then coalesce(
+                    -- the thread keys of a LangChain run's metadata, as LangSmith exports them (its own
+                    -- langsmith.trace.session_id names a tracing project, not a conversation)
+                    json_extract_string(attributes, '$."langsmith.metadata.session_id"'),
+                    json_extract_string(attributes, '$."langsmith.metadata.thread_id"'),
+                    json_extract_string(attributes, '$."langsmith.metadata.conversation_id"')
                 ) end) as span_session_id
             from query_table(stored)
         )

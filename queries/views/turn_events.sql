@@ -100,8 +100,9 @@ create or replace macro json_text(value) as (
 
 -- model_finish_reason(attributes): the first finish reason of a model call: gen_ai.response.finish_reasons (a list,
 -- or Logfire's JSON text of one), else the finish_reason of gen_ai.output.messages, else Traceloop's
--- gen_ai.completion.0.finish_reason; an OpenInference model call with output (messages, output.value, or a completion
--- token count when content is hidden) counts as `stop`.
+-- gen_ai.completion.0.finish_reason, else LangSmith's gen_ai.completion (the LangChain LLMResult as JSON: its first
+-- generation's generation_info.finish_reason); an OpenInference model call with output (messages, output.value, or a
+-- completion token count when content is hidden) counts as `stop`.
 create or replace macro model_finish_reason(attributes) as (
     coalesce(
         json_extract_string(attributes, '$."gen_ai.response.finish_reasons"[0]'),
@@ -112,6 +113,9 @@ create or replace macro model_finish_reason(attributes) as (
         nullif(json_extract_string(json_text(json_extract_string(attributes, '$."gen_ai.output.messages"')),
             '$[-1].finish_reason'), ''),
         nullif(json_extract_string(attributes, '$."gen_ai.completion.0.finish_reason"'), ''),
+        case when contains(attributes, '"langsmith.span.kind"') then nullif(json_extract_string(
+            json_text(json_extract_string(attributes, '$."gen_ai.completion"')),
+            '$.generations[0][0].generation_info.finish_reason'), '') end,
         case when json_extract_string(attributes, '$."llm.output_messages.0.message.role"') is not null
             or json_extract_string(attributes, '$."output.value"') is not null
             or json_extract_string(attributes, '$."llm.token_count.completion"') is not null then 'stop' end
@@ -157,7 +161,9 @@ create or replace macro is_adk_answered_tool(attributes, status_code) as (
 -- traceloop.entity.output, its status unset. Or Google ADK's execute_tool span whose gen_ai.tool.call.id is
 -- '<not specified>': ADK names the call from the tool's response as the span ends, and a tool the stop cut short
 -- gave none (the status stays unset and no exception is recorded, since ADK records an Exception only and a
--- cancellation is none).
+-- cancellation is none). Or LangSmith's tool span (langsmith.span.kind tool) whose recorded outputs are empty
+-- (gen_ai.completion `{}`): a run ended by an exception (a stop, LangGraph's interrupt()) has none; a span without
+-- gen_ai.completion hides its outputs and says nothing.
 create or replace macro is_resultless_tool(attributes, status_code) as (
     coalesce(
         status_code is distinct from 'error'
@@ -170,22 +176,38 @@ create or replace macro is_resultless_tool(attributes, status_code) as (
             or (contains(attributes, '<not specified>')
                 and json_extract_string(attributes, '$."gen_ai.tool.call.id"') = '<not specified>'
                 and json_extract_string(attributes, '$."gen_ai.operation.name"') = 'execute_tool')
+            or (contains(attributes, '"langsmith.span.kind"')
+                and json_extract_string(attributes, '$."langsmith.span.kind"') = 'tool'
+                and json_extract_string(attributes, '$."gen_ai.completion"') = '{}')
         ),
         false
     )
 );
 
--- is_graph_interrupt(type): LangGraph's exception for a run pausing to ask a person (interrupt(): GraphInterrupt, or
--- the older NodeInterrupt), whatever module path precedes it. OpenInference records it as an exception event of the
--- span interrupt() was called in, whose status stays ok.
-create or replace macro is_graph_interrupt(text) as (
-    coalesce(regexp_matches(text, '(^|[.\s])(GraphInterrupt|NodeInterrupt)\b'), false)
+-- is_exception_of(attributes, names): an exception event of one of `names` (a regular-expression alternation of
+-- class names): its exception.type names one, whatever module path precedes it, or its message begins with one, as
+-- LangSmith writes a run's error (exception.type `Exception`, exception.message `CancelledError()` and the
+-- traceback).
+create or replace macro is_exception_of(attributes, names) as (
+    coalesce(
+        regexp_matches(json_extract_string(attributes, '$."exception.type"'), '(^|[.\s])(' || names || ')\b')
+            or regexp_matches(json_extract_string(attributes, '$."exception.message"'),
+                '^([\w.]*\.)?(' || names || ')\b'),
+        false
+    )
 );
 
--- is_cancellation(type_or_message): an exception that means "cancelled": asyncio's CancelledError, a generator
--- closed early (GeneratorExit), whatever module path the framework writes before them.
+-- LangGraph's exceptions for a run pausing to ask a person (interrupt(): GraphInterrupt, or the older
+-- NodeInterrupt). OpenInference records one as an exception event of the span interrupt() was called in, whose status
+-- stays ok; LangSmith as its message.
+create or replace macro graph_interrupts() as ('GraphInterrupt|NodeInterrupt');
+
+-- The exceptions that mean "cancelled": asyncio's CancelledError, a generator closed early (GeneratorExit).
+create or replace macro cancellations() as ('CancelledError|GeneratorExit');
+
+-- is_cancellation(text): a status message naming a cancellation, whatever module path precedes it.
 create or replace macro is_cancellation(text) as (
-    coalesce(regexp_matches(text, '(^|[.\s])(CancelledError|GeneratorExit)\b'), false)
+    coalesce(regexp_matches(text, '(^|[.\s])(' || cancellations() || ')\b'), false)
 );
 
 -- requested_tool_calls(attributes): [{id, name}] of the tool calls a model call asked for: OpenInference's
@@ -274,9 +296,9 @@ framework_spans as (
         s.node, s.service_name, s.start_time_unix_nano, s.end_time_unix_nano,
         coalesce(
             list_min(list_transform(
-                list_filter(s.events, lambda e: e.name = 'exception'
-                    and is_cancellation(json_extract_string(e.attributes, '$."exception.type"'))),
-                lambda e: e.time_unix_nano)),
+                list_filter(s.events, lambda e: e.name = 'exception' and is_exception_of(e.attributes, cancellations())),
+                -- never after the span's end: LangSmith stamps a run's error when it exports it, after the run ended
+                lambda e: least(e.time_unix_nano, coalesce(s.end_time_unix_nano, e.time_unix_nano)))),
             case when s.status_code = 'error' and is_cancellation(s.status_message) then s.end_time_unix_nano end
         ) as cancel_exception_ns,
         is_model_span(s.attributes) as model_span,
@@ -285,7 +307,7 @@ framework_spans as (
         is_openinference_tool(s.attributes) as openinference_tool,
         is_adk_answered_tool(s.attributes, s.status_code) and s.end_time_unix_nano is not null as adk_answered_tool,
         len(list_filter(s.events, lambda e: e.name = 'exception'
-            and is_graph_interrupt(json_extract_string(e.attributes, '$."exception.type"')))) > 0 as graph_interrupt,
+            and is_exception_of(e.attributes, graph_interrupts()))) > 0 as graph_interrupt,
         case when contains(s.attributes, '"approvals') and is_run_span(s.attributes) and s.end_time_unix_nano is not null
             then json_text(json_extract_string(s.attributes, '$.final_result')) end as final_result_json,
         case when is_model_span(s.attributes) then model_finish_reason(s.attributes) end as finish_reason

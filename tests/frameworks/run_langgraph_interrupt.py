@@ -6,6 +6,8 @@ the e-mail, in a trace of its own."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import scenario_harness as harness
 from langchain_core.tools import tool
@@ -26,8 +28,9 @@ def send_email(to: str, body: str) -> str:
     return f"sent to {to}"
 
 
-def main() -> None:
-    provider, model = harness.langgraph_model(harness.parse_endpoints())
+def main(traced: Callable[[harness.Endpoints], tuple[Any, Any]] = harness.langgraph_model) -> None:
+    """The scenario, its model and spans from `traced` (OpenInference by default)."""
+    provider, model = traced(harness.parse_endpoints())
     agent = create_react_agent(model, [send_email], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": SESSION}, "metadata": {"session_id": SESSION}}
     paused = agent.invoke({"messages": [("user", harness.EMAIL)]}, config)

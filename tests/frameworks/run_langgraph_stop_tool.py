@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from typing import Any
 
 import scenario_harness as harness
 from langchain_core.tools import tool
@@ -35,8 +37,9 @@ async def send_email_on_the_loop(to: str, body: str) -> str:
     return await RELAY.send(to)
 
 
-def main() -> None:
-    provider, model = harness.langgraph_model(harness.parse_endpoints())
+def main(traced: Callable[[harness.Endpoints], tuple[Any, Any]] = harness.langgraph_model) -> None:
+    """The scenario, its model and spans from `traced` (OpenInference by default)."""
+    provider, model = traced(harness.parse_endpoints())
 
     def ask(tools: list, session: str) -> object:
         agent = create_react_agent(model, tools)

@@ -161,6 +161,34 @@ def langgraph_model(endpoints: Endpoints) -> tuple[TracerProvider, Any]:
     return provider, model
 
 
+def langsmith_model(endpoints: Endpoints) -> tuple[TracerProvider, Any]:
+    """LangChain traced by LangSmith's own OpenTelemetry export into the collector (no OpenInference), and the
+    same OpenAI chat model: LangSmith writes each run as a span of the global tracer provider, and with
+    LANGSMITH_OTEL_ONLY sends nothing to its own API."""
+    from langchain_openai import ChatOpenAI
+    from opentelemetry import trace
+
+    os.environ.update(LANGSMITH_TRACING="true", LANGSMITH_OTEL_ENABLED="true", LANGSMITH_OTEL_ONLY="true")
+    provider = tracer_provider(endpoints, "langsmith-app")
+    trace.set_tracer_provider(provider)
+    model = ChatOpenAI(model="mock-model", base_url=endpoints.openai, api_key="sk-test", stream_usage=True)
+    return _LangSmithFlushed(provider), model
+
+
+class _LangSmithFlushed:
+    """A tracer provider whose shutdown first waits for LangSmith's background thread, which ends a run's span
+    after the run returned."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self._provider = provider
+
+    def shutdown(self) -> None:
+        from langchain_core.tracers.langchain import wait_for_all_tracers
+
+        wait_for_all_tracers()
+        self._provider.shutdown()
+
+
 def tracer_provider(endpoints: Endpoints, service: str) -> TracerProvider:
     """The standard OTLP/HTTP span exporter, exporting each span as it ends (no batching to wait for)."""
     provider = TracerProvider(resource=Resource.create({"service.name": service}))

@@ -1,4 +1,5 @@
-"""LangGraph's ReAct agent traced by openinference-instrumentation-langchain."""
+"""LangGraph's ReAct agent traced by openinference-instrumentation-langchain, and by LangSmith's own
+OpenTelemetry export (`LANGSMITH_OTEL_ENABLED`): the same scenarios read the same either way."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import expectations
 import pytest
 from framework_runs import FrameworkRun
 
+TRACED = pytest.mark.parametrize("tracing", ["langgraph", "langsmith"], ids=["openinference", "langsmith"])
+
 
 @pytest.mark.slow
-def test_langgraph_turns_read_as_meant(framework_store: Callable[[str], FrameworkRun]) -> None:
-    run = framework_store("run_langgraph.py")
+@TRACED
+def test_langgraph_turns_read_as_meant(framework_store: Callable[[str], FrameworkRun], tracing: str) -> None:
+    run = framework_store(f"run_{tracing}.py")
     # the graph's spans end with the CancelledError: cancelled, not failed, with a cancel-to-ack figure from
     # the first span the cancellation reached to the last one it stopped
     assert expectations.assert_reads_as_meant(run) == "inferred.exception"
@@ -22,13 +26,14 @@ def test_langgraph_turns_read_as_meant(framework_store: Callable[[str], Framewor
 
 
 @pytest.mark.slow
+@TRACED
 def test_a_tool_asking_a_person_with_interrupt_awaits_approval_and_commits_once_resumed(
-    framework_store: Callable[[str], FrameworkRun],
+    framework_store: Callable[[str], FrameworkRun], tracing: str
 ) -> None:
     """send_email drafts for 50 ms, then calls interrupt() to ask whether to send: the run pauses, its tool
     span ends without result and with LangGraph's GraphInterrupt. That is a pause, not a stop, whatever the
     span's length: the call awaits approval. The resumed run (another trace) sends the e-mail."""
-    run = framework_store("run_langgraph_interrupt.py")
+    run = framework_store(f"run_{tracing}_interrupt.py")
     assert "e-mail sent" in run.output and "resumed: Sent." in run.output
     assert run.query("select status, cancel_origin from turns order by started_wall_ns") == [
         ("completed", None), ("completed", None)
@@ -42,8 +47,9 @@ def test_a_tool_asking_a_person_with_interrupt_awaits_approval_and_commits_once_
 
 
 @pytest.mark.slow
+@TRACED
 def test_a_tool_running_when_the_user_stops_commits_after_it_from_a_thread_or_is_interrupted_on_the_loop(
-    framework_store: Callable[[str], FrameworkRun],
+    framework_store: Callable[[str], FrameworkRun], tracing: str
 ) -> None:
     """session-thread: the stop cancels the graph's task, not the worker thread running send_email: the
     graph's spans end with the CancelledError, the tool's span a second later, with an ok status, when the
@@ -51,7 +57,7 @@ def test_a_tool_running_when_the_user_stops_commits_after_it_from_a_thread_or_is
     user's stop. session-coroutine: the stop cancels the tool itself, waiting for the relay's answer with the
     e-mail handed over: its span ends with the CancelledError, the call interrupted, and a finding asks
     whether the e-mail went out."""
-    run = framework_store("run_langgraph_stop_tool.py")
+    run = framework_store(f"run_{tracing}_stop_tool.py")
     assert "e-mail sent" in run.output and "e-mail handed to the relay" in run.output  # the world, as it went
     turns = run.query("select session_id, status, cancel_origin from turns order by session_id")
     assert turns == [
