@@ -175,6 +175,33 @@ def langsmith_model(endpoints: Endpoints) -> tuple[TracerProvider, Any]:
     return _LangSmithFlushed(provider), model
 
 
+def traceloop_langchain_model(endpoints: Endpoints) -> tuple[Any, Any]:
+    """LangChain traced by Traceloop's LangChain instrumentation (`Traceloop.init`, OpenLLMetry) into the
+    collector, and the same OpenAI chat model: the run's metadata becomes Traceloop's association
+    properties."""
+    from langchain_openai import ChatOpenAI
+    from traceloop.sdk import Traceloop
+    from traceloop.sdk.instruments import Instruments
+
+    Traceloop.init(
+        app_name="traceloop-langgraph-app",
+        exporter=OTLPSpanExporter(endpoint=f"{endpoints.otlp}/v1/traces"),
+        disable_batch=True,
+        telemetry_enabled=False,
+        instruments={Instruments.LANGCHAIN},
+    )
+    model = ChatOpenAI(model="mock-model", base_url=endpoints.openai, api_key="sk-test", stream_usage=True)
+    return _TraceloopFlushed(), model
+
+
+class _TraceloopFlushed:
+    """Traceloop owns its tracer provider and, without batching, exports each span as it ends: nothing is left
+    to flush at shutdown."""
+
+    def shutdown(self) -> None:
+        pass
+
+
 class _LangSmithFlushed:
     """A tracer provider whose shutdown first waits for LangSmith's background thread, which ends a run's span
     after the run returned."""

@@ -9,7 +9,11 @@ import expectations
 import pytest
 from framework_runs import FrameworkRun
 
-TRACED = pytest.mark.parametrize("tracing", ["langgraph", "langsmith"], ids=["openinference", "langsmith"])
+TRACED = pytest.mark.parametrize(
+    "tracing",
+    ["langgraph", "langsmith", "traceloop_langgraph"],
+    ids=["openinference", "langsmith", "traceloop"],
+)
 
 
 @pytest.mark.slow
@@ -26,7 +30,7 @@ def test_langgraph_turns_read_as_meant(framework_store: Callable[[str], Framewor
 
 
 @pytest.mark.slow
-@TRACED
+@pytest.mark.parametrize("tracing", ["langgraph", "langsmith"], ids=["openinference", "langsmith"])
 def test_a_tool_asking_a_person_with_interrupt_awaits_approval_and_commits_once_resumed(
     framework_store: Callable[[str], FrameworkRun], tracing: str
 ) -> None:
@@ -52,9 +56,11 @@ def test_a_tool_running_when_the_user_stops_commits_after_it_from_a_thread_or_is
     framework_store: Callable[[str], FrameworkRun], tracing: str
 ) -> None:
     """session-thread: the stop cancels the graph's task, not the worker thread running send_email: the
-    graph's spans end with the CancelledError, the tool's span a second later, with an ok status, when the
-    thread returns having sent the e-mail. The spans tell the truth here: a side effect committed after the
-    user's stop. session-coroutine: the stop cancels the tool itself, waiting for the relay's answer with the
+    graph's spans end with the CancelledError. OpenInference and LangSmith end the tool's span a second later,
+    with an ok status, when the thread returns having sent the e-mail: the spans tell the truth, a side effect
+    committed after the user's stop. Traceloop ends it at the stop, with the CancelledError, as if the call
+    had been cut short: the spans cannot tell the thread went on, so the call is interrupted and its outcome a
+    question. session-coroutine: the stop cancels the tool itself, waiting for the relay's answer with the
     e-mail handed over: its span ends with the CancelledError, the call interrupted, and a finding asks
     whether the e-mail went out."""
     run = framework_store(f"run_{tracing}_stop_tool.py")
@@ -68,11 +74,18 @@ def test_a_tool_running_when_the_user_stops_commits_after_it_from_a_thread_or_is
         select s.status, s.tool_cancelled, (s.committed_hlc >> 16) - (x.requested_hlc >> 16)
         from side_effects as s join cancel_acks as x using (session_id, turn_id)
         where session_id = 'session-thread'""")
-    assert (status, cancelled) == ("committed", False) and 500 < after_ms < 5000  # the tool sleeps 2 s
     found = run.query("select session_id, kind from divergences where kind <> 'missing_idempotency_key'")
-    assert sorted(found) == [
-        ("session-coroutine", "interrupted_side_effect"),
-        ("session-thread", "cancelled_but_committed"),
-    ]
+    if tracing == "traceloop_langgraph":  # the tool's span ends at the stop: the thread's commit is unseen
+        assert (status, cancelled, after_ms) == ("interrupted", True, None)
+        assert sorted(found) == [
+            ("session-coroutine", "interrupted_side_effect"),
+            ("session-thread", "interrupted_side_effect"),
+        ]
+    else:
+        assert (status, cancelled) == ("committed", False) and 500 < after_ms < 5000  # the tool sleeps 2 s
+        assert sorted(found) == [
+            ("session-coroutine", "interrupted_side_effect"),
+            ("session-thread", "cancelled_but_committed"),
+        ]
     ledger = "select status, tool_cancelled from side_effects where session_id = 'session-coroutine'"
     assert run.query(ledger) == [("interrupted", True)]
