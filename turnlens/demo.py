@@ -83,13 +83,19 @@ def load_sample(store: Path, *, as_recorded: bool = False) -> None:
         moved.unlink(missing_ok=True)
 
 
-def run(args: argparse.Namespace) -> int:
-    store: Path = args.store
-    fresh = not (store / "segments").exists()
-    registry = SAMPLE.parent / "tool_registry.toml"  # the simulated fleet's tool tiers
+def copy_registry(store: Path) -> None:
+    """Gives the store the simulated fleet's tool tiers, unless it has a registry of its own: without them the
+    framework apps' tools are untiered, and none of their calls can commit or be cut short."""
+    registry = SAMPLE.parent / "tool_registry.toml"
     if registry.exists() and not (store / "tool_registry.toml").exists():
         store.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(registry, store / "tool_registry.toml")
+
+
+def run(args: argparse.Namespace) -> int:
+    store: Path = args.store
+    fresh = not (store / "segments").exists()
+    copy_registry(store)
     if fresh and SAMPLE.exists():
         load_sample(store, as_recorded=args.sample_as_recorded)
 

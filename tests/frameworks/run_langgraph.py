@@ -7,8 +7,6 @@ OpenInference instrumentation writes as `session.id`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
 
 import scenario_harness as harness
 from langchain_core.tools import tool
@@ -27,7 +25,7 @@ def send_email(to: str, body: str) -> str:
     return f"sent to {to}"
 
 
-def main(traced: Callable[[harness.Endpoints], tuple[Any, Any]] = harness.langgraph_model) -> None:
+def main(traced: harness.Traced = harness.langgraph_model) -> None:
     """The scenario, its model and spans from `traced` (OpenInference by default)."""
     provider, model = traced(harness.parse_endpoints())
     agent = create_react_agent(model, [get_weather, send_email])

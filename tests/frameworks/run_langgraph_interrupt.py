@@ -6,8 +6,6 @@ the e-mail, in a trace of its own."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
 
 import scenario_harness as harness
 from langchain_core.tools import tool
@@ -28,7 +26,7 @@ def send_email(to: str, body: str) -> str:
     return f"sent to {to}"
 
 
-def main(traced: Callable[[harness.Endpoints], tuple[Any, Any]] = harness.langgraph_model) -> None:
+def main(traced: harness.Traced = harness.langgraph_model) -> None:
     """The scenario, its model and spans from `traced` (OpenInference by default)."""
     provider, model = traced(harness.parse_endpoints())
     agent = create_react_agent(model, [send_email], checkpointer=InMemorySaver())

@@ -1,4 +1,5 @@
-"""LangGraph (OpenInference), the user pressing stop while a tool runs, in two sessions.
+"""LangGraph (traced by OpenInference unless `main` is given another tracing), the user pressing stop while
+a tool runs, in two sessions.
 
 - session-thread: send_email is a plain function, which LangGraph runs in a worker thread; it takes two
   seconds, and the client cancels the turn after one. Cancelling the run cancels the task awaiting the
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
 
 import scenario_harness as harness
 from langchain_core.tools import tool
@@ -37,7 +36,7 @@ async def send_email_on_the_loop(to: str, body: str) -> str:
     return await RELAY.send(to)
 
 
-def main(traced: Callable[[harness.Endpoints], tuple[Any, Any]] = harness.langgraph_model) -> None:
+def main(traced: harness.Traced = harness.langgraph_model) -> None:
     """The scenario, its model and spans from `traced` (OpenInference by default)."""
     provider, model = traced(harness.parse_endpoints())
 

@@ -8,10 +8,8 @@ import json
 
 import scenario_harness as harness
 from openai import AsyncOpenAI
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from traceloop.sdk import Traceloop
 from traceloop.sdk.decorators import tool, workflow
-from traceloop.sdk.instruments import Instruments
 
 TOOLS = harness.OPENAI_TOOLS
 
@@ -27,14 +25,8 @@ def send_email(to: str, body: str) -> str:
 
 
 def init(endpoints: harness.Endpoints) -> None:
-    """Traceloop exporting to the collector only, each span as it ends, its OpenAI instrumentation on."""
-    Traceloop.init(
-        app_name="traceloop-app",
-        exporter=OTLPSpanExporter(endpoint=f"{endpoints.otlp}/v1/traces"),
-        disable_batch=True,
-        telemetry_enabled=False,
-        instruments={Instruments.OPENAI},
-    )
+    """Traceloop with its OpenAI instrumentation (the Traceloop scenarios)."""
+    harness.traceloop_init(endpoints, "traceloop-app", "OPENAI")
 
 
 def main() -> None:

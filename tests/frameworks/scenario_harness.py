@@ -40,6 +40,10 @@ class Endpoints:
     openai: str  # base URL of the mock OpenAI server (ends in /v1)
 
 
+# How a LangGraph scenario is traced: its endpoints -> (something to shut down at the end, the chat model)
+Traced = Callable[[Endpoints], tuple[Any, Any]]
+
+
 def parse_endpoints() -> Endpoints:
     """The command line's endpoints, once the collector listens (the test starts both at once)."""
     parser = argparse.ArgumentParser()
@@ -175,21 +179,27 @@ def langsmith_model(endpoints: Endpoints) -> tuple[TracerProvider, Any]:
     return _LangSmithFlushed(provider), model
 
 
-def traceloop_langchain_model(endpoints: Endpoints) -> tuple[Any, Any]:
-    """LangChain traced by Traceloop's LangChain instrumentation (`Traceloop.init`, OpenLLMetry) into the
-    collector, and the same OpenAI chat model: the run's metadata becomes Traceloop's association
-    properties."""
-    from langchain_openai import ChatOpenAI
+def traceloop_init(endpoints: Endpoints, app_name: str, instrument: str) -> None:
+    """Traceloop (OpenLLMetry) exporting to the collector only, each span as it ends, with the one
+    instrumentation named (`Instruments.OPENAI`, `Instruments.LANGCHAIN`, ...: its member's name)."""
     from traceloop.sdk import Traceloop
     from traceloop.sdk.instruments import Instruments
 
     Traceloop.init(
-        app_name="traceloop-langgraph-app",
+        app_name=app_name,
         exporter=OTLPSpanExporter(endpoint=f"{endpoints.otlp}/v1/traces"),
         disable_batch=True,
         telemetry_enabled=False,
-        instruments={Instruments.LANGCHAIN},
+        instruments={Instruments[instrument]},
     )
+
+
+def traceloop_langchain_model(endpoints: Endpoints) -> tuple[Any, Any]:
+    """LangChain traced by Traceloop's LangChain instrumentation into the collector, and the same OpenAI chat
+    model: the run's metadata becomes Traceloop's association properties."""
+    from langchain_openai import ChatOpenAI
+
+    traceloop_init(endpoints, "traceloop-langgraph-app", "LANGCHAIN")
     model = ChatOpenAI(model="mock-model", base_url=endpoints.openai, api_key="sk-test", stream_usage=True)
     return _TraceloopFlushed(), model
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -42,8 +41,7 @@ def test_a_shift_moves_times_and_hlc_physical_part_alike() -> None:
 
 @pytest.mark.slow  # one ingest of the whole sample (~10 s)
 def test_the_demo_loads_the_sample_ending_minutes_ago_with_its_findings(tmp_path: Path) -> None:
-    # the fleet's tool tiers, as the demo copies them
-    shutil.copyfile(SAMPLE.with_name("tool_registry.toml"), tmp_path / "tool_registry.toml")
+    demo.copy_registry(tmp_path)
     demo.load_sample(tmp_path)
     con = catalog.connect(tmp_path)
     try:
