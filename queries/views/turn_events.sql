@@ -184,19 +184,17 @@ create or replace macro is_resultless_tool(attributes, status_code) as (
     )
 );
 
--- names_exception(text, names): the text (an exception's type, a status message) names one of `names` (a
--- regular-expression alternation of class names), whatever module path precedes it.
-create or replace macro names_exception(text, names) as (
-    coalesce(regexp_matches(text, '(^|[.\s])(' || names || ')\b'), false)
-);
-
--- is_exception_of(attributes, names): an exception event of one of `names`: its exception.type names one, or its
--- message begins with one, as LangSmith writes a run's error (exception.type `Exception`, exception.message
--- `CancelledError()` and the traceback).
+-- is_exception_of(attributes, names): an exception event of one of `names` (a regular-expression alternation of
+-- class names): its exception.type names one, whatever module path precedes it, or its message begins with one, as
+-- LangSmith writes a run's error (exception.type `Exception`, exception.message `CancelledError()` and the
+-- traceback).
 create or replace macro is_exception_of(attributes, names) as (
-    names_exception(json_extract_string(attributes, '$."exception.type"'), names)
-        or coalesce(regexp_matches(json_extract_string(attributes, '$."exception.message"'),
-            '^([\w.]*\.)?(' || names || ')\b'), false)
+    coalesce(
+        regexp_matches(json_extract_string(attributes, '$."exception.type"'), '(^|[.\s])(' || names || ')\b')
+            or regexp_matches(json_extract_string(attributes, '$."exception.message"'),
+                '^([\w.]*\.)?(' || names || ')\b'),
+        false
+    )
 );
 
 -- LangGraph's exceptions for a run pausing to ask a person (interrupt(): GraphInterrupt, or the older
@@ -206,6 +204,11 @@ create or replace macro graph_interrupts() as ('GraphInterrupt|NodeInterrupt');
 
 -- The exceptions that mean "cancelled": asyncio's CancelledError, a generator closed early (GeneratorExit).
 create or replace macro cancellations() as ('CancelledError|GeneratorExit');
+
+-- is_cancellation(text): a status message naming a cancellation, whatever module path precedes it.
+create or replace macro is_cancellation(text) as (
+    coalesce(regexp_matches(text, '(^|[.\s])(' || cancellations() || ')\b'), false)
+);
 
 -- requested_tool_calls(attributes): [{id, name}] of the tool calls a model call asked for: OpenInference's
 -- llm.output_messages.N.message.tool_calls.M.tool_call.{id, function.name}, Traceloop's
@@ -296,8 +299,7 @@ framework_spans as (
                 list_filter(s.events, lambda e: e.name = 'exception' and is_exception_of(e.attributes, cancellations())),
                 -- never after the span's end: LangSmith stamps a run's error when it exports it, after the run ended
                 lambda e: least(e.time_unix_nano, coalesce(s.end_time_unix_nano, e.time_unix_nano)))),
-            case when s.status_code = 'error' and names_exception(s.status_message, cancellations())
-                then s.end_time_unix_nano end
+            case when s.status_code = 'error' and is_cancellation(s.status_message) then s.end_time_unix_nano end
         ) as cancel_exception_ns,
         is_model_span(s.attributes) as model_span,
         is_run_span(s.attributes) as run_span,
